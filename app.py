@@ -1,0 +1,5 @@
+"""Launch LANTERN Explorer: `python app.py` (also the Hugging Face Spaces entry point)."""
+from app.main import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Command line: `python -m engine generate ...` and `python -m engine bench ...`."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engine.config import InvalidInput, SamplingConfig, TreeConfig
+from engine.methods import METHODS, MethodOptions
+from engine.weights import WeightsError
+
+log = logging.getLogger("engine")
+
+
+def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
+    parser.add_argument("--temperature", type=float, default=temperature, help="0 = greedy")
+    parser.add_argument("--cfg", type=float, default=4.0, help="classifier-free guidance scale")
+    parser.add_argument("--top-k", type=int, default=0, help="0 = off")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--delta", type=float, default=MethodOptions.delta, help="LANTERN's TV budget")
+    parser.add_argument("--k", type=int, default=MethodOptions.k, help="LANTERN's neighbour count")
+    parser.add_argument("--tree-depth", type=int, default=TreeConfig.depth)
+    parser.add_argument("--tree-top-k", type=int, default=TreeConfig.top_k)
+    parser.add_argument("--tree-tokens", type=int, default=TreeConfig.total_tokens)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch")
+
+
+def _sampling(args) -> SamplingConfig:
+    return SamplingConfig(args.temperature, args.top_k, args.top_p, args.cfg, args.seed)
+
+
+def _options(args) -> MethodOptions:
+    return MethodOptions(args.delta, args.k, TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens))
+
+
+def _load_model(args):
+    from engine.models import load_embedded
+
+    if args.threads < 1:
+        raise InvalidInput(f"threads {args.threads} is out of range; allowed: 1 or more")
+    torch.set_num_threads(args.threads)
+    return load_embedded()
+
+
+def cmd_generate(args) -> None:
+    from engine.generate import generate, tokens_to_image
+
+    model = _load_model(args)
+    result = generate(model, args.method, _sampling(args), args.class_id, _options(args))
+    tokens_to_image(model, result.tokens).save(args.out)
+    if args.tokens_out:
+        np.save(args.tokens_out, result.tokens)
+    print(f"{args.method}: class {result.class_id} ({model.class_names[result.class_id]}), "
+          f"{result.steps} target passes, mean accepted length {result.mean_accepted_length:.2f}, "
+          f"{result.wall_ms:.0f} ms -> {args.out}")
+
+
+def cmd_bench(args) -> None:
+    from tqdm import tqdm
+
+    from engine.bench import format_table, run_methods, summarise
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.n_images < 1:
+        raise InvalidInput(f"n-images {args.n_images} is out of range; allowed: 1 or more")
+    model = _load_model(args)
+    sampling, options = _sampling(args), _options(args)
+    total = args.n_images * len(set(methods) | {"vanilla"})
+    with tqdm(total=total, desc="images", unit="image", file=sys.stderr) as progress:
+        runs = run_methods(model, methods, sampling, args.n_images, options, progress)
+    results = summarise(model, runs, sampling, methods)
+    print(format_table(results))
+    if args.json:
+        config = {"model": model.name, "n_images": args.n_images, "methods": methods,
+                  "temperature": sampling.temperature, "cfg": sampling.cfg_scale, "top_k": sampling.top_k,
+                  "top_p": sampling.top_p, "seed": sampling.seed, "delta": options.delta, "k": options.k,
+                  "tree": dataclasses.asdict(options.tree),
+                  "threads": args.threads}
+        Path(args.json).write_text(json.dumps({"config": config, "methods": results}, indent=2))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine", description="LANTERN Explorer engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="generate one image")
+    gen.add_argument("--class-id", default="0", help="class index or name")
+    gen.add_argument("--method", default="vanilla", help=f"one of: {', '.join(METHODS)}")
+    gen.add_argument("--out", default="image.png")
+    gen.add_argument("--tokens-out", default=None)
+    _add_sampling(gen, temperature=1.0)
+    gen.set_defaults(run=cmd_generate)
+    bench = sub.add_parser("bench", help="compare methods over many images")
+    bench.add_argument("--methods", default="vanilla", help="comma-separated method names")
+    bench.add_argument("--n-images", type=int, default=16)
+    bench.add_argument("--json", default=None, help="write results here")
+    _add_sampling(bench, temperature=1.0)
+    bench.set_defaults(run=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except (InvalidInput, WeightsError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,68 @@
+"""Frozen configuration for decoding, validated on construction.
+
+Every bad value raises one `InvalidInput` (a ValueError) naming the value and what is allowed, so
+that the command line and the app can show the message as it is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_SEED = 2**63 - 1
+
+
+class InvalidInput(ValueError):
+    """A user-supplied value is outside what is allowed."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise InvalidInput(message)
+
+
+def check_class_id(class_id: int, num_classes: int) -> int:
+    _require(0 <= class_id < num_classes,
+             f"class id {class_id} is out of range; allowed: 0 to {num_classes - 1}")
+    return class_id
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How target (and drafter) logits become a distribution. temperature 0 means greedy."""
+
+    temperature: float = 1.0
+    top_k: int = 0  # 0 keeps every token
+    top_p: float = 1.0
+    cfg_scale: float = 4.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _require(0.0 <= self.temperature <= 10.0,
+                 f"temperature {self.temperature} is out of range; allowed: 0 (greedy) to 10")
+        _require(self.top_k >= 0, f"top-k {self.top_k} is out of range; allowed: 0 (off) or a positive count")
+        _require(0.0 < self.top_p <= 1.0, f"top-p {self.top_p} is out of range; allowed: (0, 1]")
+        _require(1.0 <= self.cfg_scale <= 20.0,
+                 f"CFG scale {self.cfg_scale} is out of range; allowed: 1 (off) to 20")
+        _require(0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range; allowed: 0 to 2**63 - 1")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def uses_cfg(self) -> bool:
+        return self.cfg_scale != 1.0
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """EAGLE-2 dynamic tree: `depth` drafter calls, `top_k` children per node, `total_tokens` kept."""
+
+    depth: int = 4
+    top_k: int = 6
+    total_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        _require(1 <= self.depth <= 16, f"tree depth {self.depth} is out of range; allowed: 1 to 16")
+        _require(1 <= self.top_k <= 32, f"tree top-k {self.top_k} is out of range; allowed: 1 to 32")
+        _require(2 <= self.total_tokens <= 128,
+                 f"tree total tokens {self.total_tokens} is out of range; allowed: 2 to 128")

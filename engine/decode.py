@@ -1,0 +1,119 @@
+"""The decoding loop shared by every method: a drafter proposes, the target verifies, a rule accepts.
+
+Vanilla decoding is this loop with a drafter that proposes nothing.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from engine.acceptance import ExactRule
+from engine.config import SamplingConfig
+from engine.drafters.base import DecodeState, Drafter
+from engine.gpt import GPT
+from engine.kv_cache import KVCache
+from engine.sampling import combine_cfg, distribution, entropy_bits
+from engine.trace import StepTrace
+from engine.tree import DraftTree
+from engine.verify import WalkResult, target_pass, walk
+
+MAX_TREE_NODES = 129  # the largest tree a drafter may propose (TreeConfig allows 128 + root)
+
+
+def _elapsed_ms(since: float) -> float:
+    return (time.perf_counter() - since) * 1000.0
+
+
+@torch.inference_mode()
+def decode(target: GPT, drafter: Drafter, rule: ExactRule, sampling: SamplingConfig,
+           class_id: int) -> Iterator[StepTrace]:
+    """Generate one image's tokens for `class_id`, yielding a trace after every target pass."""
+    cfg = target.cfg
+    device = target.output.weight.device
+    rows = 2 if sampling.uses_cfg else 1
+    generator = torch.Generator().manual_seed(sampling.seed)
+    state = DecodeState(target, class_id, rows, sampling, generator, [], cfg.num_image_tokens)
+    cache = KVCache(cfg.n_layer, rows, cfg.n_head, cfg.block_size + MAX_TREE_NODES, cfg.head_dim,
+                    dtype=target.output.weight.dtype, device=device)
+
+    # 0. Prefill: the condition prefix gives the distribution of the first image token.
+    started = time.perf_counter()
+    prefix = target.embed_condition(state.row_class_ids)  # (R, P, D)
+    committed = prefix.shape[1]
+    positions = torch.arange(committed, device=device)
+    causal = torch.ones(committed, committed, dtype=torch.bool, device=device).tril()
+    hidden = target(prefix, positions, cache, positions, causal)  # (R, P, D)
+    logits = combine_cfg(target.logits(hidden[:, -1:]), sampling.cfg_scale)  # (1, V)
+    probs = distribution(logits, sampling).cpu().numpy()  # (1, V)
+    verify_ms = _elapsed_ms(started)
+    first = walk(DraftTree.root_only(0), probs, rule, sampling.greedy, _uniforms(generator, 1))
+    state.tokens.append(first.next_token)
+    drafter.reset(state, hidden)
+    yield _trace(0, DraftTree.root_only(first.next_token), first, probs, state, 0.0, verify_ms, 0.0,
+                 position=0, root_is_new=True)
+
+    step = 1
+    while len(state.tokens) < state.num_tokens:
+        # 1. Propose a tree rooted at the last token; no deeper than the image has tokens left.
+        started = time.perf_counter()
+        tree = drafter.propose(state, state.tokens[-1], state.num_tokens - len(state.tokens))
+        draft_ms = _elapsed_ms(started)
+
+        # 2. Verify every drafted token in one target pass.
+        started = time.perf_counter()
+        verified = target_pass(target, cache, committed, tree, sampling, rows)
+        verify_ms = _elapsed_ms(started)
+
+        # 3. Accept: walk the tree with the rule, draw the next token where the walk stops.
+        started = time.perf_counter()
+        result = walk(tree, verified.probs, rule, sampling.greedy, _uniforms(generator, tree.size))
+        accept_ms = _elapsed_ms(started)
+
+        # 4. Keep the cache entries of the root and the accepted path, contiguously.
+        kept = [0] + result.accepted_nodes
+        cache.keep(torch.tensor(kept, device=device) + committed, committed)
+        committed += len(kept)
+        position = len(state.tokens)
+        new = [int(tree.tokens[n]) for n in result.accepted_nodes] + [result.next_token]
+        state.tokens.extend(new[: state.num_tokens - len(state.tokens)])
+
+        # 5. Let the drafter see what the target kept.
+        drafter.observe(state, tree, kept, verified.hidden)
+
+        # 6. Report the step.
+        yield _trace(step, tree, result, verified.probs[kept], state, draft_ms, verify_ms,
+                     accept_ms, position=position, root_is_new=False)
+        step += 1
+
+
+def _uniforms(generator: torch.Generator, count: int) -> np.ndarray:
+    return torch.rand(count + 1, generator=generator, dtype=torch.float64).numpy()
+
+
+def _trace(step: int, tree: DraftTree, result: WalkResult, decided_probs: np.ndarray,
+           state: DecodeState, draft_ms: float, verify_ms: float, accept_ms: float,
+           position: int, root_is_new: bool) -> StepTrace:
+    produced = len(state.tokens) - position
+    new_tokens = state.tokens[position:]
+    from_draft = ([False] if root_is_new else
+                  [True] * len(result.accepted_nodes) + [False])[:produced]
+    return StepTrace(
+        step=step,
+        tree_tokens=tree.tokens.numpy().copy(),
+        tree_parents=tree.parents.numpy().copy(),
+        tree_depths=tree.depths.numpy().copy(),
+        tree_q=tree.q.numpy().copy(),
+        verdicts=result.verdicts,
+        accepted_nodes=result.accepted_nodes,
+        new_tokens=list(new_tokens),
+        new_positions=list(range(position, position + produced)),
+        bonus_from_draft=from_draft,
+        entropy_bits=entropy_bits(decided_probs).tolist()[:produced],
+        draft_ms=draft_ms,
+        verify_ms=verify_ms,
+        accept_ms=accept_ms,
+        tokens_so_far=np.asarray(state.tokens, dtype=np.int64),
+    )

@@ -1,0 +1,1 @@
+"""Drafters propose draft trees; see `engine.drafters.base.Drafter`."""

@@ -1,0 +1,43 @@
+"""The drafter interface and the empty drafter of vanilla decoding."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import SamplingConfig
+from engine.gpt import GPT
+from engine.tree import DraftTree
+
+
+@dataclass
+class DecodeState:
+    """What a drafter may read: the target, the tokens so far and the sampling setup."""
+
+    target: GPT
+    class_id: int
+    rows: int  # 2 with CFG (cond, null), else 1
+    sampling: SamplingConfig
+    generator: torch.Generator
+    tokens: list[int]
+    num_tokens: int  # tokens in a whole image
+
+    @property
+    def row_class_ids(self) -> torch.Tensor:
+        ids = [self.class_id, self.target.null_class][: self.rows]
+        return torch.tensor(ids, device=self.target.output.weight.device)
+
+
+class Drafter:
+    """Proposes a tree rooted at the last accepted token. The base class drafts nothing."""
+
+    def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
+        """Called after the target has read the condition; prefix_hidden is (R, P, D)."""
+
+    def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
+        return DraftTree.root_only(root)
+
+    def observe(self, state: DecodeState, tree: DraftTree, kept: list[int],
+                hidden: torch.Tensor) -> None:
+        """Called after verification with the kept nodes (root first) and the target features
+        of every tree node, hidden (R, N, D)."""

@@ -1,0 +1,24 @@
+"""The embedded model shipped in assets/: its sizes and file names.
+
+Sizes are chosen for a 2-core CPU: 64 x 64 images, a 16 x 16 token grid (LlamaGen's 256 tokens)
+from a 4x-downsampling tokenizer, and a 12-layer target (as deep as LlamaGen-B) that is narrow
+enough to train here, so that a one-layer drafter costs a small fraction of a target step.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.dataset import CLASS_NAMES
+from engine.gpt import GPTConfig
+from engine.tokenizer import VQConfig
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+VQ = VQConfig(codebook_size=1024, codebook_embed_dim=8, ch=32, ch_mult=(1, 2, 2), z_channels=64,
+              num_res_blocks=1)
+TARGET = GPTConfig(dim=192, n_layer=12, n_head=6, vocab_size=VQ.codebook_size,
+                   num_classes=len(CLASS_NAMES), cls_token_num=1, grid_size=16)
+
+TOKENIZER_FILE = "tokenizer.safetensors"
+TARGET_FILE = "target.safetensors"
+CLASSIFIER_FILE = "classifier.safetensors"

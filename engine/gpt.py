@@ -1,0 +1,205 @@
+"""LlamaGen-architecture GPT: Llama blocks, 2D RoPE, class condition as a prefix token.
+
+Parameter names follow LlamaGen's `gpt.py` so that official checkpoints load strictly.
+`forward` has one behaviour: embeddings in, hidden states out, written to the cache slots it is
+given and attending where the mask allows. Training, prefill, decoding and tree verification differ
+only in the positions, slots and mask they pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.kv_cache import KVCache
+
+
+def find_multiple(n: int, k: int) -> int:
+    return n if n % k == 0 else n + k - (n % k)
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    dim: int = 768
+    n_layer: int = 12
+    n_head: int = 12
+    vocab_size: int = 16384
+    num_classes: int = 1000
+    cls_token_num: int = 1
+    grid_size: int = 16
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-5
+    multiple_of: int = 256
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_head
+
+    @property
+    def ffn_dim(self) -> int:
+        return find_multiple(int(2 * 4 * self.dim / 3), self.multiple_of)
+
+    @property
+    def num_image_tokens(self) -> int:
+        return self.grid_size * self.grid_size
+
+    @property
+    def block_size(self) -> int:
+        return self.cls_token_num + self.num_image_tokens
+
+
+# Official class-conditional presets (layers / heads / dim), LlamaGen's GPT_B ... GPT_3B.
+PRESETS = {
+    "B": dict(n_layer=12, n_head=12, dim=768),
+    "L": dict(n_layer=24, n_head=16, dim=1024),
+    "XL": dict(n_layer=36, n_head=20, dim=1280),
+    "XXL": dict(n_layer=48, n_head=24, dim=1536),
+    "3B": dict(n_layer=24, n_head=32, dim=3200),
+}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Computed in fp32 as LlamaGen does, so bf16 runs normalise like fp32 ones.
+        xf = x.float()
+        normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return normed.type_as(x) * self.weight
+
+
+def rope_table_2d(grid_size: int, head_dim: int, base: float, cls_token_num: int) -> torch.Tensor:
+    """(cls_token_num + grid^2, head_dim // 2, 2) cos/sin table.
+
+    The first cls_token_num rows are zero: LlamaGen rotates condition tokens by cos = sin = 0, which
+    zeroes their queries and keys. Of the head_dim // 2 rotary pairs, the first half turns with the
+    token's row and the second half with its column; grid cells are in raster order.
+    """
+    half = head_dim // 2
+    inv_freq = 1.0 / (base ** (torch.arange(0, half, 2)[: half // 2].float() / half))  # (hd/4,)
+    angles = torch.outer(torch.arange(grid_size).float(), inv_freq)  # (G, hd/4)
+    by_row = angles[:, None, :].expand(-1, grid_size, -1)  # (G, G, hd/4)
+    by_col = angles[None, :, :].expand(grid_size, -1, -1)  # (G, G, hd/4)
+    grid_angles = torch.cat([by_row, by_col], dim=-1).flatten(0, 1)  # (G*G, hd/2)
+    table = torch.stack([grid_angles.cos(), grid_angles.sin()], dim=-1)  # (G*G, hd/2, 2)
+    return torch.cat([torch.zeros(cls_token_num, half, 2), table])
+
+
+def apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """x (B, T, H, hd), table (T, hd/2, 2): rotate interleaved pairs (x[..., 0::2], x[..., 1::2])."""
+    pairs = x.float().reshape(*x.shape[:-1], -1, 2)  # (B, T, H, hd/2, 2)
+    cos, sin = table[None, :, None, :, 0], table[None, :, None, :, 1]
+    x0, x1 = pairs[..., 0], pairs[..., 1]
+    rotated = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1)
+    return rotated.flatten(3).type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.n_head, self.head_dim = cfg.n_head, cfg.head_dim
+        self.wqkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
+        self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
+
+    def forward(self, x, rope, layer: int, cache: KVCache | None, slots, mask) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.wqkv(x).split(D, dim=-1)
+        q = apply_rope(q.view(B, T, self.n_head, self.head_dim), rope).transpose(1, 2)  # (B, H, T, hd)
+        k = apply_rope(k.view(B, T, self.n_head, self.head_dim), rope).transpose(1, 2)  # (B, H, T, hd)
+        v = v.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        if cache is not None:
+            k, v = cache.write(layer, slots, k, v, visible=mask.shape[-1])  # (B, H, S, hd)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, hd)
+        return self.wo(y.transpose(1, 2).reshape(B, T, D))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+        self.w3 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+        self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.attention = Attention(cfg)
+        self.feed_forward = FeedForward(cfg)
+        self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+
+    def forward(self, x, rope, layer, cache, slots, mask) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), rope, layer, cache, slots, mask)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class ClassEmbedder(nn.Module):
+    """One row per class plus a last row, index num_classes, for the null class used by CFG."""
+
+    def __init__(self, num_classes: int, dim: int):
+        super().__init__()
+        self.embedding_table = nn.Embedding(num_classes + 1, dim)
+
+    def forward(self, class_ids: torch.Tensor) -> torch.Tensor:
+        return self.embedding_table(class_ids).unsqueeze(1)  # (B, 1, D)
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.cls_embedding = ClassEmbedder(cfg.num_classes, cfg.dim)
+        self.layers = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layer))
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        table = rope_table_2d(cfg.grid_size, cfg.head_dim, cfg.rope_base, cfg.cls_token_num)
+        self.register_buffer("rope", table, persistent=False)
+
+    @property
+    def null_class(self) -> int:
+        return self.cfg.num_classes
+
+    def embed_condition(self, class_ids: torch.Tensor) -> torch.Tensor:
+        return self.cls_embedding(class_ids)  # (B, cls_token_num, D)
+
+    def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.tok_embeddings(tokens)  # (B, T, D)
+
+    def forward(
+        self,
+        h: torch.Tensor,
+        positions: torch.Tensor,
+        cache: KVCache | None = None,
+        slots: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """h (B, T, D) embeddings at sequence `positions` (T,) -> final-normed hidden (B, T, D).
+
+        With a cache, keys and values go to cache `slots` (T,) and `mask` (T, S) says which slots
+        each query sees; without one, `mask` (T, T) applies to the T inputs alone.
+        """
+        rope = self.rope[positions]  # (T, hd/2, 2)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, rope, i, cache, slots, mask)
+        return self.norm(h)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.output(hidden).float()  # (B, T, V)
+
+    def training_logits(self, class_ids: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits (B, N, V) for N image tokens: row i predicts tokens[:, i]."""
+        h = torch.cat([self.embed_condition(class_ids), self.embed_tokens(tokens[:, :-1])], dim=1)
+        T = h.shape[1]
+        causal = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
+        hidden = self.forward(h, torch.arange(T, device=h.device), mask=causal)
+        return self.logits(hidden[:, self.cfg.cls_token_num - 1 :])

@@ -1,0 +1,68 @@
+"""Loading the embedded model family from assets/ into ready-to-run modules."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine.config import InvalidInput, check_class_id
+from engine.embedded import ASSETS, TARGET_FILE, TOKENIZER_FILE
+from engine.gpt import GPT, GPTConfig
+from engine.tokenizer import VQConfig, VQModel
+from engine.weights import config_from_metadata, load_state, load_strict
+
+
+def load_module(path: Path, config_type: type, module_type: type) -> torch.nn.Module:
+    """Build `module_type(config)` from the config stored in the file and load its tensors strictly."""
+    config = config_from_metadata(path, config_type)
+    module = module_type(config)
+    load_strict(module, load_state(path), str(path))
+    return module.eval()
+
+
+def load_embedded_tokenizer(assets: Path = ASSETS) -> VQModel:
+    return load_module(assets / TOKENIZER_FILE, VQConfig, VQModel)
+
+
+def load_embedded_target(assets: Path = ASSETS) -> GPT:
+    return load_module(assets / TARGET_FILE, GPTConfig, GPT)
+
+
+@dataclass
+class ImageModel:
+    """A target GPT with the tokenizer that turns its tokens into pictures."""
+
+    target: GPT
+    tokenizer: VQModel
+    class_names: tuple[str, ...]
+    name: str
+
+    @property
+    def grid_size(self) -> int:
+        return self.target.cfg.grid_size
+
+    def class_id(self, name_or_id: str | int) -> int:
+        """A class index from an index or a class name; anything else is an InvalidInput."""
+        if isinstance(name_or_id, str):
+            if name_or_id in self.class_names:
+                return self.class_names.index(name_or_id)
+            try:
+                name_or_id = int(name_or_id)
+            except ValueError:
+                raise InvalidInput(f"unknown class {name_or_id!r}; allowed: a class index or one of "
+                                   f"{', '.join(self.class_names)}") from None
+        return check_class_id(int(name_or_id), self.target.cfg.num_classes)
+
+    @torch.no_grad()
+    def decode_images(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, grid^2) -> uint8 images (B, H, W, 3)."""
+        images = self.tokenizer.decode(tokens.to(torch.long), self.grid_size)  # (B, 3, H, W)
+        return ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
+
+
+def load_embedded(assets: Path = ASSETS) -> ImageModel:
+    from engine.dataset import CLASS_NAMES
+
+    return ImageModel(load_embedded_target(assets), load_embedded_tokenizer(assets), CLASS_NAMES,
+                      name="embedded")

@@ -1,0 +1,50 @@
+"""Image quality of generated images, measured with the shipped classifier."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy import linalg
+
+from engine.classifier import Classifier, ClassifierConfig
+from engine.embedded import ASSETS, CLASSIFIER_FILE
+
+
+def load_classifier(path=None) -> Classifier:
+    from engine.models import load_module
+
+    return load_module(path or ASSETS / CLASSIFIER_FILE, ClassifierConfig, Classifier)
+
+
+def as_input(images_uint8: np.ndarray) -> torch.Tensor:
+    """(B, H, W, 3) uint8 -> (B, 3, H, W) float in [-1, 1]."""
+    return torch.from_numpy(np.ascontiguousarray(images_uint8)).permute(0, 3, 1, 2).float() / 127.5 - 1
+
+
+def frechet_distance(mu1: np.ndarray, cov1: np.ndarray, mu2: np.ndarray, cov2: np.ndarray) -> float:
+    covmean, _ = linalg.sqrtm(cov1 @ cov2, disp=False)
+    if not np.isfinite(covmean).all():  # near-singular product: regularise as the FID code does
+        eps = np.eye(len(mu1)) * 1e-6
+        covmean = linalg.sqrtm((cov1 + eps) @ (cov2 + eps))
+    covmean = covmean.real
+    return float(((mu1 - mu2) ** 2).sum() + np.trace(cov1) + np.trace(cov2) - 2 * np.trace(covmean))
+
+
+@dataclass
+class Quality:
+    class_accuracy: float
+    fid_proxy: float
+    predicted: np.ndarray  # (B,) class predicted for each image
+
+
+@torch.no_grad()
+def measure(classifier: Classifier, images_uint8: np.ndarray, class_ids: np.ndarray) -> Quality:
+    x = as_input(images_uint8)
+    feats = torch.cat([classifier.features(chunk) for chunk in x.split(64)])  # (B, F)
+    predicted = classifier.head(feats).argmax(-1).numpy()
+    f = feats.double().numpy()
+    fid = frechet_distance(f.mean(0), np.cov(f, rowvar=False),
+                           classifier.reference_mean.double().numpy(),
+                           classifier.reference_cov.double().numpy())
+    return Quality(float((predicted == np.asarray(class_ids)).mean()), fid, predicted)

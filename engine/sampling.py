@@ -1,0 +1,66 @@
+"""The one place where logits become distributions and distributions become tokens.
+
+CFG, temperature, top-k and top-p apply the same way to the target and to every drafter. Random
+draws take uniforms that the caller drew from an explicit `torch.Generator`, so a seed reproduces a
+run exactly.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.config import SamplingConfig
+
+
+def combine_cfg(logits: torch.Tensor, scale: float) -> torch.Tensor:
+    """logits (R, T, V) with R = 2 (cond, null) or 1 -> guided logits (T, V): u + s (c - u)."""
+    if logits.shape[0] == 1:
+        return logits[0]
+    cond, uncond = logits[0], logits[1]
+    return uncond + scale * (cond - uncond)
+
+
+def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Set logits outside the top-k and outside the top-p nucleus to -inf. logits (T, V)."""
+    if 0 < top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]  # (T, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (T, V)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        # Drop a token when the mass before it already reaches top_p; the first always stays.
+        drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def distribution(logits: torch.Tensor, sampling: SamplingConfig) -> torch.Tensor:
+    """Guided logits (T, V) -> probabilities (T, V) in float64.
+
+    Greedy decoding (temperature 0) keeps the temperature-1 distribution: its argmax is the greedy
+    token, and LANTERN's relaxation needs the probabilities themselves.
+    """
+    temperature = 1.0 if sampling.greedy else sampling.temperature
+    filtered = filter_top_k_top_p(logits.float() / temperature, sampling.top_k, sampling.top_p)
+    return filtered.double().softmax(-1)
+
+
+def entropy_bits(probs: np.ndarray) -> np.ndarray:
+    """Entropy in bits of each row of probs (..., V)."""
+    safe = np.where(probs > 0, probs, 1.0)
+    return -(probs * np.log2(safe)).sum(-1)
+
+
+def draw(probs: np.ndarray, uniform: float) -> int:
+    """Inverse-CDF draw from an unnormalised probability vector (V,) with one uniform in [0, 1)."""
+    cumulative = np.cumsum(probs)
+    index = int(np.searchsorted(cumulative, uniform * cumulative[-1], side="right"))
+    index = min(index, len(probs) - 1)
+    while probs[index] <= 0:  # never land on a zero-probability token through rounding
+        index -= 1
+    return index
+
+
+def pick(probs: np.ndarray, uniform: float, greedy: bool) -> int:
+    return int(np.argmax(probs)) if greedy else draw(probs, uniform)

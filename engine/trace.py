@@ -1,0 +1,47 @@
+"""One record per decoding step: what was drafted, what the target said, what was kept.
+
+The benchmark and the explorer read these records; nothing else about a method is special-cased.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class NodeVerdict:
+    node: int  # index in the draft tree
+    token: int
+    accept_prob: float
+    accepted: bool
+    neighbours: np.ndarray  # LANTERN's A \ {x}: tokens whose mass moved onto x
+    neighbour_mass: np.ndarray  # their target probabilities
+
+
+@dataclass
+class StepTrace:
+    step: int
+    tree_tokens: np.ndarray  # (N,) root first
+    tree_parents: np.ndarray  # (N,)
+    tree_depths: np.ndarray  # (N,)
+    tree_q: np.ndarray  # (N,) draft probability of each node
+    verdicts: list[NodeVerdict]  # one per tested node, in the order tested
+    accepted_nodes: list[int]  # accepted draft nodes, root excluded, root to leaf
+    new_tokens: list[int]  # tokens produced this step: accepted drafts, then the bonus token
+    new_positions: list[int]  # their indices in the image's raster order
+    bonus_from_draft: list[bool]  # per new token: True if it was a drafted token
+    entropy_bits: list[float]  # entropy of p at each position this step decided
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    accept_ms: float = 0.0
+    tokens_so_far: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def accepted_length(self) -> int:
+        """Tokens this target pass produced (accepted drafts + 1): its mean is MAL."""
+        return len(self.new_tokens)
+
+    @property
+    def drafted(self) -> int:
+        return len(self.tree_tokens) - 1

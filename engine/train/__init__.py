@@ -1,0 +1,1 @@
+"""Training commands for the embedded model: `python -m engine.train {tokenizer,target,classifier,drafter}`."""

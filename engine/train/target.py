@@ -1,0 +1,91 @@
+"""Train the embedded target GPT on VQ codes of the embedded dataset.
+
+Class labels are replaced by the null class 10% of the time (LlamaGen's class dropout) so that one
+network gives both the conditional and the unconditional logits that classifier-free guidance mixes.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from engine.dataset import to_tensor_range
+from engine.embedded import ASSETS, TARGET, TARGET_FILE
+from engine.gpt import GPT
+from engine.models import load_embedded_tokenizer
+from engine.train.common import TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
+from engine.weights import save_model
+
+log = logging.getLogger("engine.train.target")
+
+
+def cached_codes(run_dir: Path, per_class: int) -> tuple[np.ndarray, np.ndarray]:
+    """VQ codes (N, 256) int16 of the training images, encoded once with the shipped tokenizer."""
+    path = run_dir / f"codes_{per_class}.npz"
+    if path.exists():
+        data = np.load(path)
+        return data["codes"], data["labels"]
+    images, labels = cached_dataset(run_dir, per_class, TRAIN_SEED)
+    tokenizer = load_embedded_tokenizer()
+    chunks = []
+    with torch.inference_mode():
+        for start in range(0, len(images), 256):
+            chunks.append(tokenizer.encode(to_tensor_range(images[start:start + 256])).numpy())
+            log.info("encoded %d/%d images", start + len(chunks[-1]), len(images))
+    codes = np.concatenate(chunks).astype(np.int16)
+    np.savez(path, codes=codes, labels=labels)
+    return codes, labels
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/target"))
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--per-class", type=int, default=2000)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--class-dropout", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=ASSETS / TARGET_FILE)
+    args = parser.parse_args(argv)
+    setup_logging()
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    codes, labels = cached_codes(args.run_dir.parent, args.per_class)
+    model = GPT(TARGET)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
+    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
+    step = ckpt.load(model, optimizer, gen)
+    started, seen = time.perf_counter(), 0
+    while step < args.steps:
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=30)
+        index = torch.randint(0, len(codes), (args.batch,), generator=gen).numpy()
+        tokens = torch.from_numpy(codes[index].astype(np.int64))  # (B, 256)
+        class_ids = torch.from_numpy(labels[index])  # (B,)
+        dropped = torch.rand(args.batch, generator=gen) < args.class_dropout
+        class_ids = torch.where(dropped, torch.full_like(class_ids, model.null_class), class_ids)
+        logits = model.training_logits(class_ids, tokens)  # (B, 256, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), tokens.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step, seen = step + 1, seen + args.batch
+        if step % 10 == 0:
+            elapsed = time.perf_counter() - started
+            log.info("step %d/%d loss %.4f (%.1f bits/token) %.1f images/s", step, args.steps,
+                     loss.item(), loss.item() / np.log(2), seen / elapsed)
+        if step % 25 == 0 or step == args.steps:
+            ckpt.save(model, optimizer, gen, step)
+            save_model(model, args.out, config=TARGET, extra={"trained_steps": step})
+    log.info("wrote %s", args.out)
+
+
+if __name__ == "__main__":
+    main()

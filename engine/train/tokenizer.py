@@ -1,0 +1,106 @@
+"""Train the embedded VQ tokenizer: reconstruction + codebook + commitment losses.
+
+Most steps see random 32 x 32 crops (a quarter of the cost; the network is convolutional), the
+last steps whole 64 x 64 images so that the attention blocks see the full 16 x 16 latent grid.
+Codebook entries unused for a while are restarted on encoder outputs, which keeps all 1,024 codes
+alive: a populated codebook is what gives each code near neighbours in latent space.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from engine.dataset import to_tensor_range
+from engine.embedded import ASSETS, TOKENIZER_FILE, VQ
+from engine.tokenizer import VQModel
+from engine.train.common import TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
+from engine.weights import save_model
+
+log = logging.getLogger("engine.train.tokenizer")
+
+
+def random_crops(batch: torch.Tensor, size: int, gen: torch.Generator) -> torch.Tensor:
+    if size == batch.shape[-1]:
+        return batch
+    top, left = torch.randint(0, batch.shape[-1] - size + 1, (2,), generator=gen).tolist()
+    return batch[:, :, top:top + size, left:left + size]
+
+
+def vq_losses(model: VQModel, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    z = F.normalize(model.encode_latent(images), dim=1)  # (B, d, h, w)
+    codes = model.quantize.nearest(z)  # (B, h, w)
+    zq = model.quantize.lookup(codes)  # (B, d, h, w)
+    codebook_loss = F.mse_loss(zq, z.detach())
+    commit_loss = 0.25 * F.mse_loss(z, zq.detach())
+    recon = model.decode_latent(z + (zq - z).detach())  # straight-through estimator
+    rec_loss = F.l1_loss(recon, images) + F.mse_loss(recon, images)
+    psnr = 10 * torch.log10(4.0 / F.mse_loss(recon.clamp(-1, 1), images).detach())
+    return rec_loss + codebook_loss + commit_loss, codes, {"rec": rec_loss.item(), "psnr": psnr.item()}
+
+
+@torch.no_grad()
+def restart_dead_codes(model: VQModel, usage: torch.Tensor, latents: torch.Tensor,
+                       gen: torch.Generator) -> int:
+    dead = (usage == 0).nonzero().flatten()
+    if dead.numel() == 0:
+        return 0
+    flat = F.normalize(latents.permute(0, 2, 3, 1).reshape(-1, latents.shape[1]), dim=-1)
+    picks = torch.randint(0, flat.shape[0], (dead.numel(),), generator=gen)
+    model.quantize.embedding.weight[dead] = flat[picks]
+    return dead.numel()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/tokenizer"))
+    parser.add_argument("--steps", type=int, default=1100)
+    parser.add_argument("--full-size-steps", type=int, default=120)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--per-class", type=int, default=2000)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=ASSETS / TOKENIZER_FILE)
+    args = parser.parse_args(argv)
+    setup_logging()
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    images, _ = cached_dataset(args.run_dir.parent, args.per_class, TRAIN_SEED)
+    model = VQModel(VQ)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
+    step = ckpt.load(model, optimizer, gen)
+    usage = torch.zeros(VQ.codebook_size)
+    started = time.perf_counter()
+    while step < args.steps:
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=50)
+        index = torch.randint(0, len(images), (args.batch,), generator=gen)
+        batch = to_tensor_range(images[index.numpy()])
+        crop = 64 if step >= args.steps - args.full_size_steps else 32
+        loss, codes, stats = vq_losses(model, random_crops(batch, crop, gen))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        usage += torch.bincount(codes.flatten(), minlength=VQ.codebook_size)
+        step += 1
+        if step % 50 == 0 and step < args.steps - args.full_size_steps:
+            with torch.no_grad():
+                latents = model.encode_latent(batch)
+            restarted = restart_dead_codes(model, usage, latents, gen)
+            log.info("step %d/%d loss %.4f psnr %.2f dB codes used %d restarted %d (%.0f s)",
+                     step, args.steps, loss.item(), stats["psnr"], int((usage > 0).sum()),
+                     restarted, time.perf_counter() - started)
+            usage.zero_()
+        if step % 100 == 0 or step == args.steps:
+            ckpt.save(model, optimizer, gen, step)
+    save_model(model, args.out, config=VQ)
+    log.info("wrote %s", args.out)
+
+
+if __name__ == "__main__":
+    main()

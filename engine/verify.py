@@ -1,0 +1,71 @@
+"""Verification: one target pass over a draft tree, then the rule's walk down the tree."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from engine.acceptance import ExactRule
+from engine.config import SamplingConfig
+from engine.gpt import GPT
+from engine.kv_cache import KVCache
+from engine.sampling import combine_cfg, distribution, pick
+from engine.trace import NodeVerdict
+from engine.tree import DraftTree, mask_for_cache
+
+
+@dataclass
+class TargetPass:
+    probs: np.ndarray  # (N, V) target distribution after each node
+    hidden: torch.Tensor  # (R, N, D) target features of each node, rows (cond, null)
+
+
+def target_pass(target: GPT, cache: KVCache, committed: int, tree: DraftTree,
+                sampling: SamplingConfig, rows: int) -> TargetPass:
+    """Feed every tree node at sequence position committed + depth, cache slot committed + index."""
+    device = cache.k.device
+    n = tree.size
+    mask = mask_for_cache(tree.ancestor_mask(), committed).to(device)  # (N, committed + N)
+    positions = (committed + tree.depths).to(device)  # (N,)
+    slots = torch.arange(committed, committed + n, device=device)  # (N,)
+    h = target.embed_tokens(tree.tokens.to(device).expand(rows, n))  # (R, N, D)
+    hidden = target(h, positions, cache, slots, mask)  # (R, N, D)
+    logits = combine_cfg(target.logits(hidden), sampling.cfg_scale)  # (N, V)
+    return TargetPass(distribution(logits, sampling).cpu().numpy(), hidden)
+
+
+@dataclass
+class WalkResult:
+    accepted_nodes: list[int]  # root excluded
+    next_token: int  # bonus / correction token drawn at the deepest accepted node
+    verdicts: list[NodeVerdict]
+
+
+def walk(tree: DraftTree, probs: np.ndarray, rule: ExactRule, greedy: bool,
+         uniforms: np.ndarray) -> WalkResult:
+    """Descend from the root, trying each node's children in order; stop at the first node none
+    of whose children is accepted and draw the next token there from the residual."""
+    children = tree.children()
+    tokens = tree.tokens.tolist()
+    q = tree.q.tolist()
+    q_dists = tree.q_dists.cpu().numpy() if tree.sampled else None
+    node, accepted, verdicts, draws = 0, [], [], 0
+    while True:
+        residual = probs[node]
+        moved_on = False
+        for child in children[node]:
+            decision = rule.test(residual, tokens[child], q[child],
+                                 None if q_dists is None else q_dists[child], greedy, uniforms[draws])
+            draws += 1
+            verdicts.append(NodeVerdict(child, tokens[child], decision.accept_prob, decision.accepted,
+                                        decision.neighbours, decision.neighbour_mass))
+            if decision.accepted:
+                node, moved_on = child, True
+                accepted.append(child)
+                break
+            residual = decision.residual
+        if not moved_on:
+            # Greedy decoding takes the target's own argmax, as vanilla greedy would.
+            token = pick(probs[node] if greedy else residual, uniforms[draws], greedy)
+            return WalkResult(accepted, token, verdicts)

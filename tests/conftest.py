@@ -1,0 +1,31 @@
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(1)
+
+from engine.gpt import GPT, GPTConfig  # noqa: E402
+from engine.models import ImageModel  # noqa: E402
+from engine.tokenizer import VQConfig, VQModel  # noqa: E402
+
+TINY_GPT = GPTConfig(dim=64, n_layer=2, n_head=4, vocab_size=64, num_classes=3, cls_token_num=1,
+                     grid_size=4)
+TINY_VQ = VQConfig(codebook_size=64, codebook_embed_dim=8, ch=32, ch_mult=(1, 2), z_channels=32,
+                   num_res_blocks=1)
+
+
+def tiny_gpt(seed: int = 0, config: GPTConfig = TINY_GPT) -> GPT:
+    torch.manual_seed(seed)
+    model = GPT(config).eval()
+    # Random init gives near-uniform logits; sharpen the head so that distributions have structure.
+    with torch.no_grad():
+        model.output.weight.mul_(4.0)
+    return model
+
+
+@pytest.fixture
+def tiny_model() -> ImageModel:
+    torch.manual_seed(0)
+    return ImageModel(tiny_gpt(), VQModel(TINY_VQ).eval(), ("red", "green", "blue"), name="tiny")

@@ -1,0 +1,48 @@
+import torch
+
+from engine.gpt import rope_table_2d
+from engine.kv_cache import KVCache
+from tests.conftest import TINY_GPT, tiny_gpt
+
+
+def test_rope_table_has_zero_condition_rows_and_turns_rows_then_columns():
+    grid, head_dim, cls = 4, 16, 2
+    table = rope_table_2d(grid, head_dim, 10000.0, cls)
+    assert table.shape == (cls + grid * grid, head_dim // 2, 2)
+    assert torch.all(table[:cls] == 0)
+    quarter = head_dim // 4
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, head_dim // 2, 2).float() / (head_dim // 2)))
+    for row in range(grid):
+        for col in range(grid):
+            entry = table[cls + row * grid + col]  # raster order
+            torch.testing.assert_close(entry[:quarter, 0], torch.cos(row * inv_freq))
+            torch.testing.assert_close(entry[:quarter, 1], torch.sin(row * inv_freq))
+            torch.testing.assert_close(entry[quarter:, 0], torch.cos(col * inv_freq))
+            torch.testing.assert_close(entry[quarter:, 1], torch.sin(col * inv_freq))
+
+
+def test_condition_token_has_zero_queries_and_keys():
+    from engine.gpt import apply_rope
+
+    table = rope_table_2d(4, 16, 10000.0, 1)
+    x = torch.randn(1, 1, 2, 16)
+    assert torch.all(apply_rope(x, table[:1]) == 0)
+
+
+def test_cached_incremental_decoding_equals_full_forward():
+    model = tiny_gpt()
+    cfg = TINY_GPT
+    tokens = torch.randint(0, cfg.vocab_size, (2, cfg.num_image_tokens))
+    class_ids = torch.tensor([1, cfg.num_classes])
+    with torch.no_grad():
+        full = model.training_logits(class_ids, tokens)  # (2, 16, V)
+        cache = KVCache(cfg.n_layer, 2, cfg.n_head, cfg.block_size, cfg.head_dim)
+        prefix = model.embed_condition(class_ids)
+        pos = torch.arange(1)
+        steps = [model.logits(model(prefix, pos, cache, pos, torch.ones(1, 1, dtype=torch.bool)))]
+        for i in range(cfg.num_image_tokens - 1):
+            p = torch.tensor([1 + i])
+            h = model.embed_tokens(tokens[:, i:i + 1])
+            mask = torch.ones(1, 2 + i, dtype=torch.bool)
+            steps.append(model.logits(model(h, p, cache, p, mask)))
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-4)
