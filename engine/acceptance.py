@@ -36,14 +36,17 @@ class ExactRule:
         """The distribution x is judged against, with the neighbours whose mass moved onto x."""
         return p, np.zeros(0, np.int64), np.zeros(0)
 
-    def test(self, p: np.ndarray, token: int, q_token: float, q_dist: np.ndarray | None,
-             greedy: bool, uniform: float) -> Decision:
+    def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
+             uniform: float) -> Decision:
+        """q_dist is the distribution x was sampled from, or None for a deterministic draft, whose
+        proposal is a point mass on x (q(x) = 1)."""
         p = _normalised(p)
         relaxed, neighbours, mass = self.relax(p, token)
         if greedy:
             accepted = int(np.argmax(relaxed)) == token
             prob = 1.0 if accepted else 0.0
         else:
+            q_token = 1.0 if q_dist is None else q_dist[token]
             prob = min(1.0, relaxed[token] / q_token) if q_token > 0 else 0.0
             accepted = uniform < prob
         if accepted:
@@ -94,11 +97,11 @@ class TypicalRule(ExactRule):
     def __init__(self, eps: float = 0.09, alpha: float = 0.3):
         self.eps, self.alpha = eps, alpha
 
-    def test(self, p: np.ndarray, token: int, q_token: float, q_dist: np.ndarray | None,
-             greedy: bool, uniform: float) -> Decision:
+    def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
+             uniform: float) -> Decision:
         p = _normalised(p)
         if greedy:
-            return super().test(p, token, q_token, q_dist, greedy, uniform)
+            return super().test(p, token, q_dist, greedy, uniform)
         safe = np.where(p > 0, p, 1.0)
         entropy = float(-(p * np.log(safe)).sum())
         accepted = p[token] > min(self.eps, self.alpha * np.exp(-entropy))

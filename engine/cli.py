@@ -26,6 +26,7 @@ def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--delta", type=float, default=MethodOptions.delta, help="LANTERN's TV budget")
     parser.add_argument("--k", type=int, default=MethodOptions.k, help="LANTERN's neighbour count")
+    parser.add_argument("--neighbours", default=MethodOptions.neighbours, help="l2, cosine or random")
     parser.add_argument("--tree-depth", type=int, default=TreeConfig.depth)
     parser.add_argument("--tree-top-k", type=int, default=TreeConfig.top_k)
     parser.add_argument("--tree-tokens", type=int, default=TreeConfig.total_tokens)
@@ -37,7 +38,8 @@ def _sampling(args) -> SamplingConfig:
 
 
 def _options(args) -> MethodOptions:
-    return MethodOptions(args.delta, args.k, TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens))
+    return MethodOptions(delta=args.delta, k=args.k, neighbours=args.neighbours,
+                         tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens))
 
 
 def _load_model(args):

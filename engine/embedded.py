@@ -22,3 +22,6 @@ TARGET = GPTConfig(dim=192, n_layer=12, n_head=6, vocab_size=VQ.codebook_size,
 TOKENIZER_FILE = "tokenizer.safetensors"
 TARGET_FILE = "target.safetensors"
 CLASSIFIER_FILE = "classifier.safetensors"
+EAGLE_FILE = "eagle_drafter.safetensors"
+MEDUSA_FILE = "medusa_heads.safetensors"
+SPS_FILE = "sps_draft.safetensors"

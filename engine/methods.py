@@ -7,17 +7,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from engine.acceptance import ExactRule
+from engine.acceptance import ExactRule, LanternRule
 from engine.config import InvalidInput, TreeConfig
 from engine.drafters.base import Drafter
+from engine.drafters.eagle import EagleDrafter
 from engine.models import ImageModel
+from engine.neighbours import METRICS, neighbour_table
 
 
 @dataclass(frozen=True)
 class MethodOptions:
-    delta: float = 0.2
-    k: int = 16
+    delta: float = 0.2  # LANTERN's total-variation budget
+    k: int = 64  # LANTERN's neighbour count (the paper: 1,000 of 16,384 codes; here 64 of 1,024)
+    neighbours: str = "l2"  # l2, cosine, or random (the ablation)
     tree: TreeConfig = field(default_factory=TreeConfig)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.delta <= 1.0:
+            raise InvalidInput(f"delta {self.delta} is out of range; allowed: 0 to 1")
+        if self.k < 1:
+            raise InvalidInput(f"k {self.k} is out of range; allowed: 1 to codebook size - 1")
+        if self.neighbours not in METRICS:
+            raise InvalidInput(f"unknown neighbour metric {self.neighbours!r}; allowed: {', '.join(METRICS)}")
 
 
 @dataclass(frozen=True)
@@ -28,14 +39,30 @@ class Method:
     build: Callable[[ImageModel, MethodOptions], tuple[Drafter, ExactRule]]
 
 
+def _lantern_rule(model: ImageModel, options: MethodOptions) -> LanternRule:
+    table = model.neighbours(options.k, options.neighbours)
+    return LanternRule(table, options.delta)
+
+
 def _vanilla(model: ImageModel, options: MethodOptions) -> tuple[Drafter, ExactRule]:
     return Drafter(), ExactRule()
+
+
+def _eagle2(model: ImageModel, options: MethodOptions) -> tuple[Drafter, ExactRule]:
+    return EagleDrafter(model.drafter_net("eagle", "eagle2"), options.tree), ExactRule()
+
+
+def _lantern(model: ImageModel, options: MethodOptions) -> tuple[Drafter, ExactRule]:
+    drafter = EagleDrafter(model.drafter_net("eagle", "lantern"), options.tree)
+    return drafter, _lantern_rule(model, options)
 
 
 METHODS: dict[str, Method] = {
     m.name: m
     for m in [
         Method("vanilla", "Vanilla", True, _vanilla),
+        Method("eagle2", "EAGLE-2", True, _eagle2),
+        Method("lantern", "LANTERN", False, _lantern),
     ]
 }
 

@@ -1,7 +1,7 @@
 """Loading the embedded model family from assets/ into ready-to-run modules."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -37,6 +37,15 @@ class ImageModel:
     tokenizer: VQModel
     class_names: tuple[str, ...]
     name: str
+    drafters: dict[str, torch.nn.Module] = field(default_factory=dict)  # "eagle", "medusa", "sps"
+    _neighbour_tables: dict = field(default_factory=dict, repr=False)
+
+    def drafter_net(self, kind: str, method: str) -> torch.nn.Module:
+        if kind not in self.drafters:
+            have = ", ".join(self.drafters) or "none"
+            raise InvalidInput(f"method {method!r} needs a trained {kind} drafter, which model "
+                               f"{self.name!r} does not have (it has: {have})")
+        return self.drafters[kind]
 
     @property
     def grid_size(self) -> int:
@@ -53,6 +62,16 @@ class ImageModel:
                 raise InvalidInput(f"unknown class {name_or_id!r}; allowed: a class index or one of "
                                    f"{', '.join(self.class_names)}") from None
         return check_class_id(int(name_or_id), self.target.cfg.num_classes)
+
+    def neighbours(self, k: int, metric: str = "l2"):
+        """LANTERN's (V, k) neighbour table for this tokenizer's codebook, computed once."""
+        key = (k, metric)
+        if key not in self._neighbour_tables:
+            from engine.neighbours import neighbour_table
+
+            codebook = self.tokenizer.quantize.codebook()
+            self._neighbour_tables[key] = neighbour_table(codebook, k, metric)
+        return self._neighbour_tables[key]
 
     @torch.no_grad()
     def decode_images(self, tokens: torch.Tensor) -> torch.Tensor:

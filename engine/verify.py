@@ -48,15 +48,14 @@ def walk(tree: DraftTree, probs: np.ndarray, rule: ExactRule, greedy: bool,
     of whose children is accepted and draw the next token there from the residual."""
     children = tree.children()
     tokens = tree.tokens.tolist()
-    q = tree.q.tolist()
     q_dists = tree.q_dists.cpu().numpy() if tree.sampled else None
     node, accepted, verdicts, draws = 0, [], [], 0
     while True:
         residual = probs[node]
         moved_on = False
         for child in children[node]:
-            decision = rule.test(residual, tokens[child], q[child],
-                                 None if q_dists is None else q_dists[child], greedy, uniforms[draws])
+            decision = rule.test(residual, tokens[child], None if q_dists is None else q_dists[child],
+                                 greedy, uniforms[draws])
             draws += 1
             verdicts.append(NodeVerdict(child, tokens[child], decision.accept_prob, decision.accepted,
                                         decision.neighbours, decision.neighbour_mass))

@@ -1,0 +1,110 @@
+"""EAGLE-2 drafting: grow a dynamic tree with the EAGLE network, keep the most probable nodes.
+
+Each level runs the drafter once on the current frontier (batched); every frontier node proposes its
+top-k children, scored by the product of draft probabilities along the path; the best top-k become
+the next frontier. At the end the best `total_tokens - 1` nodes of the whole pool form the tree.
+A node's score never exceeds its parent's, and parents are created first, so a stable sort by score
+keeps every kept node's ancestors.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.config import TreeConfig
+from engine.drafters.base import DecodeState, Drafter
+from engine.drafters.eagle_net import EagleNet
+from engine.sampling import combine_cfg, distribution
+from engine.tree import DraftTree
+
+
+class EagleDrafter(Drafter):
+    def __init__(self, net: EagleNet, tree: TreeConfig):
+        self.net, self.tree_cfg = net, tree
+
+    def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
+        capacity = state.target.cfg.block_size + self.tree_cfg.depth * self.tree_cfg.top_k + 1
+        self.cache = self.net.new_cache(state.rows, capacity)
+        self.committed = 0  # drafter pairs in the cache; pair j holds image token j
+        self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
+        self.pending_tokens = list(state.tokens)
+
+    def observe(self, state: DecodeState, tree: DraftTree, kept: list[int],
+                hidden: torch.Tensor) -> None:
+        # Kept node i's feature predicted the token after it: the next kept token, then the bonus.
+        self.pending_features = hidden[:, kept]  # (R, L, D)
+        self.pending_tokens = state.tokens[-len(kept):]
+
+    def _run(self, state: DecodeState, tokens: torch.Tensor, features: torch.Tensor,
+             depth_offsets: torch.Tensor, first_slot: int, mask: torch.Tensor) -> torch.Tensor:
+        """Drafter pass over tokens (T,) with parent features (R, T, D) -> predicted features."""
+        target = state.target
+        device = features.device
+        slots = torch.arange(first_slot, first_slot + len(tokens), device=device)  # (T,)
+        positions = target.cfg.cls_token_num + self.committed - 1 + depth_offsets.to(device)  # (T,)
+        emb = target.embed_tokens(tokens.to(device)).expand(state.rows, -1, -1)  # (R, T, D)
+        return self.net(emb, features, target.rope[positions], self.cache, slots, mask.to(device))
+
+    def _draft_probs(self, state: DecodeState, features: torch.Tensor) -> torch.Tensor:
+        logits = combine_cfg(state.target.logits(features), state.sampling.cfg_scale)  # (T, V)
+        return distribution(logits, state.sampling).cpu()  # (T, V)
+
+    def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
+        cfg = self.tree_cfg
+        depth = min(cfg.depth, max_depth)
+        # Catch up on the pairs the target confirmed last step; the last one ends at the root.
+        n_pending = len(self.pending_tokens)
+        causal = torch.ones(n_pending, n_pending, dtype=torch.bool).tril()
+        mask = torch.cat([torch.ones(n_pending, self.committed, dtype=torch.bool), causal], dim=1)
+        self.committed += n_pending
+        out = self._run(state, torch.tensor(self.pending_tokens), self.pending_features,
+                        torch.arange(1 - n_pending, 1), self.committed - n_pending, mask)
+        q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
+
+        k = cfg.top_k
+        top_q, top_tokens = q.topk(k)  # (k,)
+        tokens, parents, qs = top_tokens.tolist(), [-1] * k, top_q.tolist()
+        scores = top_q.log().tolist()
+        frontier = list(range(k))  # pool indices of the nodes to expand next
+        frontier_features = out[:, -1:].expand(-1, k, -1)  # (R, k, D): their parents' predictions
+        fed_slot: dict[int, int] = {}  # pool index -> drafter cache slot
+        for level in range(2, depth + 1):
+            first_slot = self.committed + len(fed_slot)
+            for i, node in enumerate(frontier):
+                fed_slot[node] = first_slot + i
+            mask = self._tree_mask(frontier, parents, fed_slot)
+            out = self._run(state, torch.tensor([tokens[n] for n in frontier]), frontier_features,
+                            torch.full((len(frontier),), level - 1), first_slot, mask)
+            q = self._draft_probs(state, out)  # (F, V)
+            child_q, child_tokens = q.topk(k, dim=-1)  # (F, k)
+            child_scores = torch.tensor([scores[n] for n in frontier], dtype=q.dtype)[:, None] + child_q.log()
+            base = len(tokens)
+            tokens += child_tokens.flatten().tolist()
+            parents += [n for n in frontier for _ in range(k)]
+            qs += child_q.flatten().tolist()
+            scores += child_scores.flatten().tolist()
+            best = child_scores.flatten().topk(min(k, child_scores.numel())).indices  # (k,)
+            frontier = [base + int(i) for i in best]
+            frontier_features = out[:, best // k]  # (R, k, D)
+        return self._select(root, tokens, parents, qs, scores, cfg.total_tokens - 1)
+
+    def _tree_mask(self, frontier: list[int], parents: list[int], fed_slot: dict[int, int]) -> torch.Tensor:
+        """(F, committed + fed) mask: the committed pairs, then each node's fed ancestors and itself."""
+        width = self.committed + len(fed_slot)
+        mask = torch.zeros(len(frontier), width, dtype=torch.bool)
+        mask[:, : self.committed] = True
+        for row, node in enumerate(frontier):
+            while node >= 0:
+                mask[row, fed_slot[node]] = True
+                node = parents[node]
+        return mask
+
+    @staticmethod
+    def _select(root: int, tokens: list[int], parents: list[int], qs: list[float],
+                scores: list[float], budget: int) -> DraftTree:
+        order = sorted(range(len(tokens)), key=lambda i: (-scores[i], i))[:budget]
+        keep = sorted(order)  # creation order: parents before children, siblings best first
+        index = {node: i + 1 for i, node in enumerate(keep)}
+        tree_parents = [-1] + [0 if parents[n] < 0 else index[parents[n]] for n in keep]
+        return DraftTree(torch.tensor([root] + [tokens[n] for n in keep]),
+                         torch.tensor(tree_parents),
+                         torch.tensor([1.0] + [qs[n] for n in keep], dtype=torch.float64))

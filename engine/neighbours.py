@@ -1,0 +1,33 @@
+"""LANTERN's latent neighbour table: for each code, its k nearest codebook entries (itself excluded).
+
+Computed once per (codebook, metric, k) and kept as a (V, k) int64 array, nearest first, so that it
+can be used directly as a gather index.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.config import InvalidInput
+
+METRICS = ("l2", "cosine", "random")
+
+
+def neighbour_table(codebook: torch.Tensor, k: int, metric: str = "l2", seed: int = 0) -> np.ndarray:
+    """codebook (V, d) -> (V, k) int64 indices of each entry's k nearest other entries."""
+    vocab = codebook.shape[0]
+    if not 1 <= k <= vocab - 1:
+        raise InvalidInput(f"k {k} is out of range; allowed: 1 to {vocab - 1} (codebook size - 1)")
+    if metric not in METRICS:
+        raise InvalidInput(f"unknown neighbour metric {metric!r}; allowed: {', '.join(METRICS)}")
+    c = codebook.detach().double().cpu()
+    if metric == "random":  # the ablation: the same table shape, neighbours chosen at random
+        rng = np.random.default_rng(seed)
+        scores = torch.from_numpy(rng.random((vocab, vocab)))
+    elif metric == "l2":
+        scores = torch.cdist(c, c)  # (V, V)
+    else:
+        unit = torch.nn.functional.normalize(c, dim=-1)
+        scores = 1.0 - unit @ unit.T  # (V, V) cosine distance
+    scores.fill_diagonal_(float("inf"))
+    return torch.argsort(scores, dim=-1, stable=True)[:, :k].numpy().astype(np.int64)

@@ -1,0 +1,99 @@
+"""Statistical checks of the acceptance rules.
+
+Each test draws the token at one position many times and compares the empirical distribution with
+the one the rule promises. With n = 20,000 draws, the standard error of a probability of at most
+0.3 is sqrt(0.3 * 0.7 / n) < 0.0033; the tolerance of 0.016 per token is about five of them.
+"""
+import numpy as np
+import pytest
+import torch
+
+from engine.acceptance import ExactRule, LanternRule
+from engine.tree import DraftTree
+from engine.verify import walk
+
+N_DRAWS = 20_000
+TOLERANCE = 0.016
+P = np.array([0.30, 0.22, 0.18, 0.12, 0.08, 0.06, 0.03, 0.01])
+V = len(P)
+
+
+def first_token(tree: DraftTree, probs: np.ndarray, rule, uniforms: np.ndarray) -> int:
+    result = walk(tree, probs, rule, greedy=False, uniforms=uniforms)
+    if result.accepted_nodes:
+        return int(tree.tokens[result.accepted_nodes[0]])
+    return result.next_token
+
+
+def empirical(draw_once) -> np.ndarray:
+    gen = torch.Generator().manual_seed(0)
+    counts = np.zeros(V)
+    for _ in range(N_DRAWS):
+        counts[draw_once(gen)] += 1
+    return counts / N_DRAWS
+
+
+def sibling_tree(siblings: list[int], q: list[float]) -> DraftTree:
+    n = len(siblings)
+    return DraftTree(torch.tensor([0] + siblings), torch.tensor([-1] + [0] * n),
+                     torch.tensor([1.0] + q, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("siblings", [[3], [5, 0, 2], [7, 6, 1, 4]])
+def test_exact_rule_on_deterministic_siblings_samples_the_target(siblings):
+    tree = sibling_tree(siblings, [0.5] * len(siblings))
+    probs = np.stack([P] * tree.size)
+    freq = empirical(lambda g: first_token(tree, probs, ExactRule(),
+                                           torch.rand(tree.size + 1, generator=g, dtype=torch.float64).numpy()))
+    assert np.abs(freq - P).max() < TOLERANCE
+
+
+def test_exact_rule_on_a_sampled_chain_samples_the_target():
+    q = np.array([0.05, 0.05, 0.4, 0.1, 0.1, 0.1, 0.1, 0.1])
+    probs = np.stack([P, P])
+
+    def once(g):
+        x = int(torch.multinomial(torch.from_numpy(q), 1, generator=g))
+        tree = DraftTree.chain(torch.tensor([0, x]), torch.tensor([1.0, q[x]], dtype=torch.float64),
+                               torch.from_numpy(np.stack([q, q])))
+        return first_token(tree, probs, ExactRule(), torch.rand(3, generator=g, dtype=torch.float64).numpy())
+
+    assert np.abs(empirical(once) - P).max() < TOLERANCE
+
+
+def test_lantern_moves_at_most_delta_and_matches_its_relaxed_distribution():
+    table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])  # neighbours: next codes
+    delta = 0.25
+    rule = LanternRule(table, delta)
+    tree = sibling_tree([2], [1.0])
+    probs = np.stack([P, P])
+    relaxed, used, mass = rule.relax(P, 2)
+    assert mass.sum() <= delta + 1e-12
+    # Moving mass s onto x changes p by s on x and by s in total on A: TV distance is exactly s.
+    assert 0.5 * np.abs(relaxed - P).sum() == pytest.approx(mass.sum(), abs=1e-12)
+    assert used.tolist() == [3, 4]  # 0.12 + 0.08 fits in 0.25; adding p(5) = 0.06 would not
+    freq = empirical(lambda g: first_token(tree, probs, rule,
+                                           torch.rand(3, generator=g, dtype=torch.float64).numpy()))
+    assert np.abs(freq - relaxed).max() < TOLERANCE
+    assert 0.5 * np.abs(freq - P).sum() <= delta + TOLERANCE
+
+
+def test_lantern_with_zero_delta_makes_the_exact_rules_decisions():
+    table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
+    exact, relaxed = ExactRule(), LanternRule(table, 0.0)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        p = rng.dirichlet(np.ones(V))
+        token, u = int(rng.integers(V)), float(rng.random())
+        a = exact.test(p, token, None, greedy=False, uniform=u)
+        b = relaxed.test(p, token, None, greedy=False, uniform=u)
+        assert (a.accepted, a.accept_prob) == (b.accepted, b.accept_prob)
+        np.testing.assert_array_equal(a.residual, b.residual)
+
+
+def test_greedy_lantern_accepts_a_token_whose_neighbourhood_outweighs_the_argmax():
+    table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
+    # x = 1 (0.22) plus neighbour 2 (0.18) = 0.40 > p(0) = 0.30 within delta = 0.2.
+    assert LanternRule(table, 0.2).test(P, 1, None, greedy=True, uniform=0.0).accepted
+    assert not LanternRule(table, 0.1).test(P, 1, None, greedy=True, uniform=0.0).accepted
+    assert not ExactRule().test(P, 1, None, greedy=True, uniform=0.0).accepted
