@@ -81,7 +81,7 @@ def decode(target: GPT, drafter: Drafter, rule: ExactRule, sampling: SamplingCon
         state.tokens.extend(new[: state.num_tokens - len(state.tokens)])
 
         # 5. Let the drafter see what the target kept.
-        drafter.observe(state, tree, kept, verified.hidden)
+        drafter.observe(state, tree, kept, verified.hidden, verified.probs)
 
         # 6. Report the step.
         yield _trace(step, tree, result, verified.probs[kept], state, draft_ms, verify_ms,

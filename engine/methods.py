@@ -7,10 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from engine.acceptance import ExactRule, LanternRule
+from engine.acceptance import ExactRule, LanternRule, TypicalRule
 from engine.config import InvalidInput, TreeConfig
 from engine.drafters.base import Drafter
 from engine.drafters.eagle import EagleDrafter
+from engine.drafters.jacobi import JacobiDrafter
+from engine.drafters.medusa import MedusaDrafter
+from engine.drafters.sps import SpsDrafter
 from engine.models import ImageModel
 from engine.neighbours import METRICS, neighbour_table
 
@@ -21,8 +24,14 @@ class MethodOptions:
     k: int = 64  # LANTERN's neighbour count (the paper: 1,000 of 16,384 codes; here 64 of 1,024)
     neighbours: str = "l2"  # l2, cosine, or random (the ablation)
     tree: TreeConfig = field(default_factory=TreeConfig)
+    gamma: int = 4  # SpS chain length
+    window: int = 16  # SJD's Jacobi window (the paper's 16)
 
     def __post_init__(self) -> None:
+        if not 1 <= self.gamma <= 16:
+            raise InvalidInput(f"gamma {self.gamma} is out of range; allowed: 1 to 16")
+        if not 1 <= self.window <= 64:
+            raise InvalidInput(f"window {self.window} is out of range; allowed: 1 to 64")
         if not 0.0 <= self.delta <= 1.0:
             raise InvalidInput(f"delta {self.delta} is out of range; allowed: 0 to 1")
         if self.k < 1:
@@ -57,12 +66,32 @@ def _lantern(model: ImageModel, options: MethodOptions) -> tuple[Drafter, ExactR
     return drafter, _lantern_rule(model, options)
 
 
+def _sps(model: ImageModel, options: MethodOptions) -> tuple[Drafter, ExactRule]:
+    return SpsDrafter(model.drafter_net("sps", "sps"), options.gamma), ExactRule()
+
+
+def _medusa(model: ImageModel, options: MethodOptions) -> tuple[Drafter, ExactRule]:
+    return MedusaDrafter(model.drafter_net("medusa", "medusa")), TypicalRule()
+
+
+def _sjd(model: ImageModel, options: MethodOptions) -> tuple[Drafter, ExactRule]:
+    return JacobiDrafter(options.window), ExactRule()
+
+
+def _relaxed_sjd(model: ImageModel, options: MethodOptions) -> tuple[Drafter, ExactRule]:
+    return JacobiDrafter(options.window), _lantern_rule(model, options)
+
+
 METHODS: dict[str, Method] = {
     m.name: m
     for m in [
         Method("vanilla", "Vanilla", True, _vanilla),
         Method("eagle2", "EAGLE-2", True, _eagle2),
         Method("lantern", "LANTERN", False, _lantern),
+        Method("sps", "SpS", True, _sps),
+        Method("medusa", "Medusa", False, _medusa),
+        Method("sjd", "SJD", True, _sjd),
+        Method("relaxed_sjd", "Relaxed SJD", False, _relaxed_sjd),
     ]
 }
 

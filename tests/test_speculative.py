@@ -4,19 +4,25 @@ import torch
 
 from engine.config import SamplingConfig, TreeConfig
 from engine.drafters.eagle_net import EagleNet
+from engine.drafters.medusa import MedusaConfig, MedusaHeads
+from engine.gpt import GPTConfig
 from engine.generate import generate
 from engine.methods import MethodOptions
-from tests.conftest import TINY_GPT
+from tests.conftest import TINY_GPT, tiny_gpt
+
+TINY_DRAFT = GPTConfig(dim=32, n_layer=1, n_head=2, vocab_size=64, num_classes=3, grid_size=4)
 
 
 @pytest.fixture
 def tiny_with_drafters(tiny_model):
     torch.manual_seed(1)
     tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
+    tiny_model.drafters["sps"] = tiny_gpt(seed=2, config=TINY_DRAFT)
+    tiny_model.drafters["medusa"] = MedusaHeads(MedusaConfig(TINY_GPT.dim, TINY_GPT.vocab_size, 3)).eval()
     return tiny_model
 
 
-@pytest.mark.parametrize("method", ["eagle2"])
+@pytest.mark.parametrize("method", ["eagle2", "sps", "sjd"])
 @pytest.mark.parametrize("tree", [TreeConfig(3, 3, 8), TreeConfig(1, 1, 2), TreeConfig(5, 4, 24)])
 def test_lossless_methods_reproduce_vanilla_greedy(tiny_with_drafters, method, tree):
     sampling = SamplingConfig(temperature=0.0, cfg_scale=2.0)
@@ -32,3 +38,53 @@ def test_lantern_with_zero_delta_equals_eagle2(tiny_with_drafters):
         exact = generate(tiny_with_drafters, "eagle2", sampling, 0)
         relaxed = generate(tiny_with_drafters, "lantern", sampling, 0, MethodOptions(delta=0.0, k=8))
         assert np.array_equal(exact.tokens, relaxed.tokens)
+
+
+@pytest.mark.parametrize("method", ["medusa", "relaxed_sjd", "lantern"])
+def test_lossy_methods_generate_whole_images(tiny_with_drafters, method):
+    for temperature in (0.0, 1.0):
+        result = generate(tiny_with_drafters, method, SamplingConfig(temperature=temperature), 2,
+                          MethodOptions(k=8, delta=0.3))
+        assert result.tokens.shape == (TINY_GPT.num_image_tokens,)
+        assert sum(t.accepted_length for t in result.traces) == TINY_GPT.num_image_tokens
+
+
+class OracleDrafter:
+    """Drafts the true greedy continuation as the second child of every node, behind a wrong first
+    child, so that verification must reject, move on to a sibling, and keep a deep path."""
+
+    def __init__(self, truth: list[int], vocab: int):
+        self.truth, self.vocab = truth, vocab
+
+    def reset(self, state, prefix_hidden):
+        pass
+
+    def observe(self, state, tree, kept, hidden, probs):
+        pass
+
+    def propose(self, state, root, max_depth):
+        from engine.tree import DraftTree
+
+        start = len(state.tokens)
+        tokens, parents = [root], [-1]
+        parent = 0
+        for depth in range(min(3, max_depth)):
+            right = self.truth[start + depth]
+            tokens += [(right + 1) % self.vocab, right]
+            parents += [parent, parent]
+            parent = len(tokens) - 1
+        return DraftTree(torch.tensor(tokens), torch.tensor(parents),
+                         torch.ones(len(tokens), dtype=torch.float64))
+
+
+def test_accepted_paths_keep_the_cache_consistent(tiny_model):
+    from engine.acceptance import ExactRule
+    from engine.decode import decode
+
+    sampling = SamplingConfig(temperature=0.0, cfg_scale=2.0)
+    truth = generate(tiny_model, "vanilla", sampling, 1).tokens.tolist()
+    traces = list(decode(tiny_model.target, OracleDrafter(truth, 64), ExactRule(), sampling, 1))
+    assert traces[-1].tokens_so_far.tolist() == truth
+    # Three drafts accepted and one bonus token per pass: 1 + ceil(15 / 4) passes in all.
+    assert len(traces) == 1 + 4
+    assert all(not v.accepted for t in traces[1:] for v in t.verdicts[:1])

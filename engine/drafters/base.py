@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from engine.config import SamplingConfig
@@ -37,7 +38,7 @@ class Drafter:
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         return DraftTree.root_only(root)
 
-    def observe(self, state: DecodeState, tree: DraftTree, kept: list[int],
-                hidden: torch.Tensor) -> None:
-        """Called after verification with the kept nodes (root first) and the target features
-        of every tree node, hidden (R, N, D)."""
+    def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
+                probs: np.ndarray) -> None:
+        """Called after verification with the kept nodes (root first), the target features of every
+        tree node, hidden (R, N, D), and the target distribution after every node, probs (N, V)."""

@@ -8,6 +8,7 @@ keeps every kept node's ancestors.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from engine.config import TreeConfig
@@ -28,8 +29,8 @@ class EagleDrafter(Drafter):
         self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
         self.pending_tokens = list(state.tokens)
 
-    def observe(self, state: DecodeState, tree: DraftTree, kept: list[int],
-                hidden: torch.Tensor) -> None:
+    def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
+                probs: np.ndarray) -> None:
         # Kept node i's feature predicted the token after it: the next kept token, then the bonus.
         self.pending_features = hidden[:, kept]  # (R, L, D)
         self.pending_tokens = state.tokens[-len(kept):]
