@@ -18,6 +18,9 @@ VQ = VQConfig(codebook_size=1024, codebook_embed_dim=8, ch=32, ch_mult=(1, 2, 2)
               num_res_blocks=1)
 TARGET = GPTConfig(dim=192, n_layer=12, n_head=6, vocab_size=VQ.codebook_size,
                    num_classes=len(CLASS_NAMES), cls_token_num=1, grid_size=16)
+# The separate draft model of standard speculative sampling: two layers, width 128.
+SPS_DRAFT = GPTConfig(dim=128, n_layer=2, n_head=4, vocab_size=VQ.codebook_size,
+                      num_classes=len(CLASS_NAMES), cls_token_num=1, grid_size=16)
 
 TOKENIZER_FILE = "tokenizer.safetensors"
 TARGET_FILE = "target.safetensors"

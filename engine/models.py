@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from engine.config import InvalidInput, check_class_id
-from engine.embedded import ASSETS, TARGET_FILE, TOKENIZER_FILE
+from engine.embedded import ASSETS, EAGLE_FILE, MEDUSA_FILE, SPS_FILE, TARGET_FILE, TOKENIZER_FILE
 from engine.gpt import GPT, GPTConfig
 from engine.tokenizer import VQConfig, VQModel
 from engine.weights import config_from_metadata, load_state, load_strict
@@ -80,8 +80,19 @@ class ImageModel:
         return ((images + 1) * 127.5).round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
 
 
+def load_embedded_drafters(assets: Path = ASSETS) -> dict[str, torch.nn.Module]:
+    """Every trained drafter shipped in assets/; a method whose drafter is absent is unavailable."""
+    from engine.drafters.eagle_net import EagleNet
+    from engine.drafters.medusa import MedusaConfig, MedusaHeads
+
+    kinds = {"eagle": (EAGLE_FILE, GPTConfig, EagleNet), "sps": (SPS_FILE, GPTConfig, GPT),
+             "medusa": (MEDUSA_FILE, MedusaConfig, MedusaHeads)}
+    return {kind: load_module(assets / file, config_type, module_type)
+            for kind, (file, config_type, module_type) in kinds.items() if (assets / file).exists()}
+
+
 def load_embedded(assets: Path = ASSETS) -> ImageModel:
     from engine.dataset import CLASS_NAMES
 
     return ImageModel(load_embedded_target(assets), load_embedded_tokenizer(assets), CLASS_NAMES,
-                      name="embedded")
+                      name="embedded", drafters=load_embedded_drafters(assets))

@@ -1,4 +1,4 @@
-"""Train the embedded target GPT on VQ codes of the embedded dataset.
+"""Train the embedded target GPT (or, with --model sps, SpS's small draft GPT) on VQ codes.
 
 Class labels are replaced by the null class 10% of the time (LlamaGen's class dropout) so that one
 network gives both the conditional and the unconditional logits that classifier-free guidance mixes.
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.dataset import to_tensor_range
-from engine.embedded import ASSETS, TARGET, TARGET_FILE
+from engine.embedded import ASSETS, SPS_DRAFT, SPS_FILE, TARGET, TARGET_FILE
 from engine.gpt import GPT
 from engine.models import load_embedded_tokenizer
 from engine.train.common import TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
@@ -44,20 +44,24 @@ def cached_codes(run_dir: Path, per_class: int) -> tuple[np.ndarray, np.ndarray]
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--run-dir", type=Path, default=Path("runs/target"))
+    parser.add_argument("--model", choices=("target", "sps"), default="target")
+    parser.add_argument("--run-dir", type=Path, default=None, help="default: runs/<model>")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--per-class", type=int, default=2000)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--class-dropout", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ASSETS / TARGET_FILE)
+    parser.add_argument("--out", type=Path, default=None, help="default: assets/<model file>")
     args = parser.parse_args(argv)
+    config = {"target": TARGET, "sps": SPS_DRAFT}[args.model]
+    args.run_dir = args.run_dir or Path("runs") / args.model
+    args.out = args.out or ASSETS / {"target": TARGET_FILE, "sps": SPS_FILE}[args.model]
     setup_logging()
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     codes, labels = cached_codes(args.run_dir.parent, args.per_class)
-    model = GPT(TARGET)
+    model = GPT(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
     ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
     step = ckpt.load(model, optimizer, gen)
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
                      loss.item(), loss.item() / np.log(2), seen / elapsed)
         if step % 25 == 0 or step == args.steps:
             ckpt.save(model, optimizer, gen, step)
-            save_model(model, args.out, config=TARGET, extra={"trained_steps": step})
+            save_model(model, args.out, config=config, extra={"trained_steps": step})
     log.info("wrote %s", args.out)
 
 

@@ -1,0 +1,89 @@
+"""Train Medusa heads on the target's features of real images (both CFG rows).
+
+Head i reads the feature that predicted token t + 1 and is trained with cross-entropy on token
+t + 2 + i of the real sequence.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from engine.drafters.medusa import MedusaConfig, MedusaHeads
+from engine.embedded import ASSETS, MEDUSA_FILE
+from engine.models import load_embedded_target
+from engine.train.common import Checkpoint, cosine_lr, setup_logging
+from engine.train.features import cached_features
+from engine.train.target import cached_codes
+from engine.weights import save_model
+
+log = logging.getLogger("engine.train.medusa")
+
+
+def medusa_loss(heads: MedusaHeads, tokens: torch.Tensor, feats: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
+    """tokens (B, N); feats (B, 1 + N, D), feats[:, j] predicted tokens[:, j]."""
+    logits = heads(feats)  # (B, 1 + N, H, V)
+    n = tokens.shape[1]
+    losses, accuracies = [], []
+    for i in range(heads.cfg.num_heads):
+        ahead = 1 + i  # head i at feature j predicts token j + 1 + i
+        pred = logits[:, : n - ahead, i]  # (B, N - ahead, V)
+        truth = tokens[:, ahead:]  # (B, N - ahead)
+        losses.append(F.cross_entropy(pred.flatten(0, 1), truth.flatten()))
+        accuracies.append((pred.argmax(-1) == truth).float().mean().item())
+    return torch.stack(losses).mean(), accuracies
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/medusa"))
+    parser.add_argument("--images", type=int, default=3000)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=ASSETS / MEDUSA_FILE)
+    args = parser.parse_args(argv)
+    setup_logging()
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    target = load_embedded_target()
+    codes, labels = cached_codes(args.run_dir.parent, per_class=2000)
+    data = cached_features(args.run_dir.parent, target, codes, labels, args.images, args.seed)
+    tokens = torch.from_numpy(np.concatenate([data["tokens"], data["tokens"]]))
+    feats = torch.from_numpy(np.concatenate([data["cond"], data["null"]]))
+    cfg = MedusaConfig(target.cfg.dim, target.cfg.vocab_size, args.heads)
+    heads = MedusaHeads(cfg)
+    with torch.no_grad():  # start each head's output layer from the target's LM head, as Medusa does
+        for head in heads.heads:
+            head[1].weight.copy_(target.output.weight)
+    optimizer = torch.optim.AdamW(heads.parameters(), lr=args.lr, weight_decay=0.0)
+    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
+    step = ckpt.load(heads, optimizer, gen)
+    started = time.perf_counter()
+    while step < args.steps:
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=30)
+        index = torch.randint(0, len(tokens), (args.batch,), generator=gen)
+        loss, accuracies = medusa_loss(heads, tokens[index], feats[index].float())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+        if step % 25 == 0:
+            log.info("step %d/%d loss %.4f top-1 per head %s (%.0f s)", step, args.steps, loss.item(),
+                     " ".join(f"{a:.3f}" for a in accuracies), time.perf_counter() - started)
+        if step % 100 == 0 or step == args.steps:
+            ckpt.save(heads, optimizer, gen, step)
+            save_model(heads, args.out, config=cfg, extra={"trained_steps": step})
+    log.info("wrote %s", args.out)
+
+
+if __name__ == "__main__":
+    main()
