@@ -39,8 +39,8 @@ def run_methods(model: ImageModel, methods: list[str], sampling: SamplingConfig,
 
 
 def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: SamplingConfig,
-              requested: list[str]) -> dict[str, dict]:
-    classifier = load_classifier()
+              requested: list[str], classifier=None) -> dict[str, dict]:
+    classifier = classifier or load_classifier()
     baseline = runs[BASELINE]
     results = {}
     for name in [m for m in runs if m in requested]:

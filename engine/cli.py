@@ -74,6 +74,8 @@ def cmd_bench(args) -> None:
         raise InvalidInput(f"n-images {args.n_images} is out of range; allowed: 1 or more")
     model = _load_model(args)
     sampling, options = _sampling(args), _options(args)
+    if args.sweep:
+        return _sweep(args, model, sampling, options)
     total = args.n_images * len(set(methods) | {"vanilla"})
     with tqdm(total=total, desc="images", unit="image", file=sys.stderr) as progress:
         runs = run_methods(model, methods, sampling, args.n_images, options, progress)
@@ -86,6 +88,27 @@ def cmd_bench(args) -> None:
                   "tree": dataclasses.asdict(options.tree),
                   "threads": args.threads}
         Path(args.json).write_text(json.dumps({"config": config, "methods": results}, indent=2))
+
+
+def _sweep(args, model, sampling, options) -> None:
+    from tqdm import tqdm
+
+    from engine.sweep import parse_grid, run_sweep, write_sweep
+
+    deltas, ks = parse_grid(args.deltas, float), parse_grid(args.ks, int)
+    for delta in deltas:  # validate the whole grid before any work
+        MethodOptions(delta=delta)
+    for k in ks:
+        MethodOptions(k=k)
+        model.neighbours(k)
+    total = len(deltas) * len(ks) * args.n_images * 2
+    with tqdm(total=total, desc="sweep", unit="image", file=sys.stderr) as progress:
+        sweep = run_sweep(model, sampling, args.n_images, options, deltas, ks, progress=progress)
+    for p in sweep["points"]:
+        print(f"delta {p['delta']:<5g} k {p['k']:<5d} speed-up {p['speedup']:.2f}x MAL {p['mal']:.2f} "
+              f"class acc {p['class_accuracy']:.3f} fid_proxy {p['fid_proxy']:.2f}")
+    html = write_sweep(sweep, Path(args.json or "sweep.json"))
+    print(f"chart: {html}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--methods", default="vanilla", help="comma-separated method names")
     bench.add_argument("--n-images", type=int, default=16)
     bench.add_argument("--json", default=None, help="write results here")
+    bench.add_argument("--sweep", action="store_true", help="run LANTERN over a delta x k grid")
+    bench.add_argument("--deltas", default="0.05,0.1,0.2,0.4", help="sweep grid for delta")
+    bench.add_argument("--ks", default="8,32,64,256", help="sweep grid for k")
     _add_sampling(bench, temperature=1.0)
     bench.set_defaults(run=cmd_bench)
     return parser

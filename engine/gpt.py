@@ -154,11 +154,12 @@ class ClassEmbedder(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, condition: nn.Module | None = None):
         super().__init__()
         self.cfg = cfg
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.cls_embedding = ClassEmbedder(cfg.num_classes, cfg.dim)
+        # Class-conditional models embed class ids; text-to-image ones pass their caption embedder.
+        self.cls_embedding = condition if condition is not None else ClassEmbedder(cfg.num_classes, cfg.dim)
         self.layers = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layer))
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)

@@ -1,6 +1,7 @@
 """Image quality of generated images, measured with the shipped classifier."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,9 @@ def as_input(images_uint8: np.ndarray) -> torch.Tensor:
 
 
 def frechet_distance(mu1: np.ndarray, cov1: np.ndarray, mu2: np.ndarray, cov2: np.ndarray) -> float:
-    covmean, _ = linalg.sqrtm(cov1 @ cov2, disp=False)
+    with warnings.catch_warnings():  # few images give a singular covariance; handled below
+        warnings.simplefilter("ignore", linalg.LinAlgWarning)
+        covmean = linalg.sqrtm(cov1 @ cov2)
     if not np.isfinite(covmean).all():  # near-singular product: regularise as the FID code does
         eps = np.eye(len(mu1)) * 1e-6
         covmean = linalg.sqrtm((cov1 + eps) @ (cov2 + eps))

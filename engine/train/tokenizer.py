@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from engine.dataset import to_tensor_range
 from engine.embedded import ASSETS, TOKENIZER_FILE, VQ
 from engine.tokenizer import VQModel
-from engine.train.common import TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
+from engine.train.common import HELDOUT_SEED, TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
 from engine.weights import save_model
 
 log = logging.getLogger("engine.train.tokenizer")
@@ -55,6 +55,20 @@ def restart_dead_codes(model: VQModel, usage: torch.Tensor, latents: torch.Tenso
     return dead.numel()
 
 
+@torch.no_grad()
+def evaluate(model: VQModel, images) -> tuple[float, int]:
+    """Mean reconstruction PSNR (dB, images in [-1, 1]) and the number of distinct codes used."""
+    psnrs, used = [], set()
+    for start in range(0, len(images), 128):
+        x = to_tensor_range(images[start:start + 128])
+        codes = model.encode(x)  # (B, 256)
+        recon = model.decode(codes, int(codes.shape[1] ** 0.5))
+        mse = (recon - x).pow(2).mean(dim=(1, 2, 3))
+        psnrs.append(10 * torch.log10(4.0 / mse))
+        used.update(codes.flatten().tolist())
+    return float(torch.cat(psnrs).mean()), len(used)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/tokenizer"))
@@ -65,8 +79,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ASSETS / TOKENIZER_FILE)
+    parser.add_argument("--evaluate", action="store_true", help="only report held-out PSNR of --out")
     args = parser.parse_args(argv)
     setup_logging()
+    if args.evaluate:
+        from engine.models import load_embedded_tokenizer
+
+        held_out, _ = cached_dataset(args.run_dir.parent, 200, HELDOUT_SEED)
+        psnr, used = evaluate(load_embedded_tokenizer(args.out.parent), held_out)
+        log.info("held-out PSNR %.2f dB over %d images; %d of %d codes used", psnr, len(held_out),
+                 used, VQ.codebook_size)
+        return
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     images, _ = cached_dataset(args.run_dir.parent, args.per_class, TRAIN_SEED)
