@@ -1,12 +1,16 @@
-"""Build and launch the explorer."""
+"""Build and launch the explorer: the model loads, and a first comparison runs, in the background."""
 from __future__ import annotations
 
+import logging
 import os
 
 
 def main() -> None:
-    from app.ui import build_demo
+    from app.runtime import Runtime
+    from app.ui import build_demo, launch_options
 
-    demo = build_demo()
-    demo.queue(default_concurrency_limit=1, max_size=32)
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+    runtime = Runtime()
+    runtime.start(warm=True)
+    demo = build_demo(runtime)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), **launch_options())

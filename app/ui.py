@@ -1,50 +1,172 @@
-"""The page: pick a class and a seed, generate an image with the embedded model."""
+"""The page: controls, three racing panels, per-step acceptance, the latent inspector, the trade-off
+and a short lesson, wired to app.handlers. Building the page loads nothing; see app.main."""
 from __future__ import annotations
-
-import functools
 
 import gradio as gr
 
-from engine.config import InvalidInput, SamplingConfig
+from app import handlers, text
+from app.handlers import PANELS, gpu
+from app.render import DISPLAY
+from app.request import DEFAULT_CLASS, DEFAULT_METHODS, CompareRequest
+from app.runtime import Runtime
+from app.shipped import SWEEP_FILE
 from engine.dataset import CLASS_NAMES
+from engine.embedded import ASSETS
+from engine.methods import METHODS
+
+QUEUE_SIZE = 16  # waiting comparisons beyond this are refused instead of piling up
+CSS = """
+.panel-image img, .map-image img { image-rendering: pixelated; }
+#run-button { min-height: 56px; font-size: 1.25em; }
+.legend span { display:inline-block; width:12px; height:12px; border-radius:2px; margin:0 4px -1px 8px; }
+"""
+INTRO = ("# LANTERN Explorer\nWatch an image autoregressive model paint 256 tokens, once plainly and "
+         "twice with speculative decoding, side by side. The panels race on the same class and seed; each "
+         "method's clock counts only its own work. Green cells were accepted drafts, amber ones the "
+         "target's own draw (a bonus or a correction).")
+LEGEND = ('<div class="legend" style="font-size:0.85em">acceptance map:<span style="background:#2ec478">'
+          '</span>accepted draft<span style="background:#f5a623"></span>bonus / correction'
+          '<span style="background:#2b303b"></span>not yet</div>')
 
 
-@functools.lru_cache(maxsize=1)
-def _model():
-    from engine.models import load_embedded
-
-    return load_embedded()
+def launch_options() -> dict:
+    """Theme and style, which Gradio 6 takes at launch."""
+    return {"theme": gr.themes.Soft(primary_hue="amber", secondary_hue="indigo"), "css": CSS}
 
 
-def generate_image(class_name: str, seed: int, temperature: float, cfg_scale: float,
-                   progress=gr.Progress()):
-    from engine.generate import stream, tokens_to_image
+def _controls() -> dict:
+    c = {"class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULT_CLASS, label="Class"),
+         "seed": gr.Number(value=0, precision=0, label="Seed", minimum=0),
+         "temperature": gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Temperature (0 = greedy)"),
+         "cfg_scale": gr.Slider(1.0, 8.0, value=4.0, step=0.25, label="CFG scale"),
+         "top_k": gr.Slider(0, 1024, value=0, step=1, label="Top-k (0 = all codes)"),
+         "delta": gr.Slider(0.0, 1.0, value=0.2, step=0.01, label="delta", elem_id="delta-slider",
+                            info="LANTERN's budget: target mass it may move onto a draft"),
+         "k": gr.Slider(1, 512, value=64, step=1, label="k", elem_id="k-slider",
+                        info="how many latent neighbours may lend their mass")}
+    with gr.Accordion("Draft tree (EAGLE-2 and LANTERN)", open=False):
+        c["tree_depth"] = gr.Slider(1, 8, value=4, step=1, label="Depth")
+        c["tree_top_k"] = gr.Slider(1, 16, value=6, step=1, label="Children per node (top-k)")
+        c["tree_total"] = gr.Slider(2, 64, value=16, step=1, label="Total tokens in the tree")
+    return c
 
-    try:
-        sampling = SamplingConfig(temperature=float(temperature), cfg_scale=float(cfg_scale),
-                                  seed=int(seed))
-        model = _model()
-        total = model.target.cfg.num_image_tokens
-        last = None
-        for trace in stream(model, "vanilla", sampling, class_name):
-            last = trace
-            progress(len(trace.tokens_so_far) / total, desc="decoding tokens")
-    except InvalidInput as err:
-        raise gr.Error(str(err)) from err
-    return tokens_to_image(model, last.tokens_so_far).resize((256, 256), 0)
+
+def _panels() -> tuple[list, list, list, list]:
+    choices = [(method.title, name) for name, method in METHODS.items()]
+    methods, images, maps, stats = [], [], [], []
+    with gr.Row(equal_height=False):
+        for index in range(PANELS):
+            with gr.Column(min_width=220):
+                methods.append(gr.Dropdown(choices, value=DEFAULT_METHODS[index], label=f"Panel {index + 1} method",
+                                           elem_id=f"method-{index}"))
+                images.append(gr.Image(label="Image · click a token", type="numpy", format="png",
+                                       interactive=False, height=DISPLAY, elem_classes="panel-image",
+                                       elem_id=f"image-{index}", buttons=["download"]))
+                stats.append(gr.HTML(text.waiting_html("Press Run to start."), elem_id=f"stats-{index}"))
+                maps.append(gr.Image(label="Acceptance map", type="numpy", format="png", interactive=False,
+                                     height=DISPLAY, elem_classes="map-image", elem_id=f"map-{index}",
+                                     buttons=[]))
+    return methods, images, maps, stats
 
 
-def build_demo() -> gr.Blocks:
+def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
+    runtime = runtime or Runtime()
     with gr.Blocks(title="LANTERN Explorer") as demo:
-        gr.Markdown("# LANTERN Explorer\nGenerate an image with the embedded visual AR model.")
+        gr.Markdown(INTRO)
+        with gr.Row():
+            with gr.Column(scale=1, min_width=260):
+                controls = _controls()
+                run = gr.Button("Run", variant="primary", size="lg", elem_id="run-button")
+                gr.HTML(LEGEND)
+            with gr.Column(scale=4):
+                methods, images, maps, stats = _panels()
+        with gr.Row():
+            length_plot = gr.Plot(label="Accepted length per step", elem_id="length-plot", show_label=False)
+            with gr.Column():
+                scrubber = gr.Slider(0, 255, value=0, step=1, label="Replay a step (from the stored traces)",
+                                     elem_id="scrubber")
+                detail = gr.Markdown(text.detail_markdown("", None, 16, None, 0.2, 64), elem_id="detail")
+        with gr.Row():
+            latent_plot = gr.Plot(label="Latent space", elem_id="latent-plot", show_label=False)
+            tree_plot = gr.Plot(label="Draft tree", elem_id="tree-plot", show_label=False)
         with gr.Row():
             with gr.Column():
-                class_name = gr.Dropdown(list(CLASS_NAMES), value=CLASS_NAMES[3], label="Class")
-                seed = gr.Number(value=0, precision=0, label="Seed")
-                temperature = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Temperature (0 = greedy)")
-                cfg_scale = gr.Slider(1.0, 8.0, value=4.0, step=0.25, label="CFG scale")
-                run = gr.Button("Generate", variant="primary")
-            image = gr.Image(label="Image", type="pil")
-        run.click(generate_image, [class_name, seed, temperature, cfg_scale], image,
-                  api_name="generate")
+                tradeoff_plot = gr.Plot(label="Speed-up against quality", visible=(ASSETS / SWEEP_FILE).exists(),
+                                        elem_id="tradeoff-plot", show_label=False)
+                tradeoff_note = gr.Markdown()
+            teaching = gr.Markdown(text.how_it_works(None, 0.2, 64, 1024), elem_id="teaching")
+        with gr.Accordion("Statistics (the API's JSON)", open=False):
+            statistics = gr.JSON(label="statistics")
+        run_state, inspect_panel = gr.State(None), gr.State(PANELS - 1)
+
+        outputs = images + maps + stats + [length_plot, scrubber, latent_plot, tree_plot, detail, teaching,
+                                           statistics, run_state, inspect_panel]
+        tradeoff = [tradeoff_plot, tradeoff_note]
+        loading = demo.load(_load_handler(runtime), [controls["delta"], controls["k"]], outputs + methods + tradeoff,
+                            api_visibility="private", concurrency_id="load", concurrency_limit=None,
+                            show_progress="hidden")
+        inputs = [controls[key] for key in ("class_name", "seed", "temperature", "cfg_scale", "top_k", "delta",
+                                            "k", "tree_depth", "tree_top_k", "tree_total")] + methods
+        # A Run pressed before the start-up comparison is ready must not be overwritten by it.
+        run.click(_compare_handler(runtime), inputs, outputs, api_name="compare", concurrency_id="decode",
+                  concurrency_limit=1, show_progress="minimal", cancels=[loading])
+        _wire_inspector(runtime, images, scrubber, run_state, inspect_panel,
+                        images + maps + [length_plot, latent_plot, tree_plot, detail])
+        for slider in (controls["delta"], controls["k"]):
+            slider.release(handlers.tradeoff, [controls["delta"], controls["k"]], tradeoff, api_visibility="private")
+    demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return demo
+
+
+def _compare_handler(runtime: Runtime):
+    @gpu
+    def compare(class_name=DEFAULT_CLASS, seed=0, temperature=1.0, cfg_scale=4.0, top_k=0, delta=0.2, k=64,
+                tree_depth=4, tree_top_k=6, tree_total=16, method_1=DEFAULT_METHODS[0],
+                method_2=DEFAULT_METHODS[1], method_3=DEFAULT_METHODS[2]):
+        """Decode one image per method, interleaved; stream images and counters, then everything."""
+        request = CompareRequest(class_name, seed, temperature, cfg_scale, top_k, delta, k, tree_depth,
+                                 tree_top_k, tree_total, (method_1, method_2, method_3))
+        yield from handlers.compare(runtime, request)
+
+    return compare
+
+
+def _load_handler(runtime: Runtime):
+    def on_load(delta, k):  # a generator, so that Gradio streams its two updates
+        yield from _on_load(runtime, delta, k)
+
+    return on_load
+
+
+def _wire_inspector(runtime: Runtime, images: list, scrubber: gr.Slider, run_state: gr.State,
+                    inspect_panel: gr.State, scrub_outputs: list) -> None:
+    """Replaying steps and clicking tokens read the stored traces only: no decoding, no queue wait."""
+    scrubber.release(lambda state, panel, step: handlers.scrub(runtime, state, panel, step),
+                     [run_state, inspect_panel, scrubber], scrub_outputs, api_visibility="private",
+                     concurrency_id="inspect", concurrency_limit=4, show_progress="hidden")
+    inspector = scrub_outputs[-3:]
+    for index, image in enumerate(images):
+        def on_select(state, event: gr.SelectData, panel=index):
+            x, y = event.index
+            return handlers.select(runtime, state, panel, x, y)
+
+        image.select(on_select, [run_state], inspector + [inspect_panel], api_visibility="private",
+                     concurrency_id="inspect", concurrency_limit=4, show_progress="hidden")
+
+
+def _on_load(runtime: Runtime, delta: float, k: int):
+    """Show the codebook and the sweep at once, then the start-up comparison when it is ready."""
+    outputs = 3 * PANELS + len(handlers.AFTER_PANELS)
+    figure, note = handlers.tradeoff(delta, k)
+    waiting = [text.waiting_html("Computing a first comparison…")] * PANELS
+    first = [gr.skip()] * (2 * PANELS) + waiting + [gr.skip()] * len(handlers.AFTER_PANELS)
+    first[3 * PANELS + handlers.AFTER_PANELS.index("latent_plot")] = handlers.codebook_figure(runtime)
+    yield first + [gr.skip()] * PANELS + [figure, note]
+    state = runtime.cached_run(timeout=300)
+    if state is None:
+        message = runtime.warm_error or "Press Run to start."
+        yield [gr.skip()] * (2 * PANELS) + [text.waiting_html(message)] * PANELS + [gr.skip()] * (
+            outputs - 3 * PANELS) + [gr.skip()] * (PANELS + 2)
+        return
+    methods = [lane.method for lane in state.lanes]
+    yield handlers.final_outputs(runtime, state) + methods + [gr.skip(), gr.skip()]

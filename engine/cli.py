@@ -18,7 +18,19 @@ from engine.weights import WeightsError
 log = logging.getLogger("engine")
 
 
+def _add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="embedded",
+                        help="embedded, or an official LlamaGen model such as c2i_B_256 (see docs/official_models.md)")
+    parser.add_argument("--weights-dir", type=Path, default=None,
+                        help="folder with the official files under their Hub names (else the Hugging Face Hub)")
+    parser.add_argument("--prompt", default=None, help="the caption, for text-to-image models")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when present)")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                        help="GPT and drafter precision; auto: bfloat16 on CUDA, float32 on CPU")
+
+
 def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
+    _add_model(parser)
     parser.add_argument("--temperature", type=float, default=temperature, help="0 = greedy")
     parser.add_argument("--cfg", type=float, default=4.0, help="classifier-free guidance scale")
     parser.add_argument("--top-k", type=int, default=0, help="0 = off")
@@ -43,12 +55,23 @@ def _options(args) -> MethodOptions:
 
 
 def _load_model(args):
-    from engine.models import load_embedded
+    from engine.models import load_model
+    from engine.t2i import TextImageModel
 
     if args.threads < 1:
         raise InvalidInput(f"threads {args.threads} is out of range; allowed: 1 or more")
     torch.set_num_threads(args.threads)
-    return load_embedded()
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    dtype = {"auto": torch.bfloat16 if device.startswith("cuda") else torch.float32,
+             "float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
+    model = load_model(args.model, args.weights_dir, device, dtype)
+    if isinstance(model, TextImageModel):
+        if not args.prompt:
+            raise InvalidInput(f"model {args.model!r} is text-to-image; give a caption with --prompt")
+        return model.for_prompt(args.prompt)
+    if args.prompt:
+        raise InvalidInput(f"model {args.model!r} is class-conditional; use --class-id, not --prompt")
+    return model
 
 
 def cmd_generate(args) -> None:

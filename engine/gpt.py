@@ -108,10 +108,12 @@ class Attention(nn.Module):
 
     def forward(self, x, rope, layer: int, cache: KVCache | None, slots, mask) -> torch.Tensor:
         B, T, D = x.shape
-        q, k, v = self.wqkv(x).split(D, dim=-1)
-        q = apply_rope(q.view(B, T, self.n_head, self.head_dim), rope).transpose(1, 2)  # (B, H, T, hd)
-        k = apply_rope(k.view(B, T, self.n_head, self.head_dim), rope).transpose(1, 2)  # (B, H, T, hd)
-        v = v.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        H = self.n_head
+        qkv = self.wqkv(x).view(B, T, 3 * H, self.head_dim)  # (B, T, 3H, hd): q, k, v heads
+        # Queries and keys rotate together: one rotation call instead of two per layer.
+        qk = apply_rope(qkv[:, :, : 2 * H], rope).transpose(1, 2)  # (B, 2H, T, hd)
+        q, k = qk[:, :H], qk[:, H:]  # (B, H, T, hd) each
+        v = qkv[:, :, 2 * H :].transpose(1, 2)  # (B, H, T, hd)
         if cache is not None:
             k, v = cache.write(layer, slots, k, v, visible=mask.shape[-1])  # (B, H, S, hd)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, hd)

@@ -96,3 +96,20 @@ def load_embedded(assets: Path = ASSETS) -> ImageModel:
 
     return ImageModel(load_embedded_target(assets), load_embedded_tokenizer(assets), CLASS_NAMES,
                       name="embedded", drafters=load_embedded_drafters(assets))
+
+
+def load_model(name: str = "embedded", weights_dir: Path | None = None, device: str | torch.device = "cpu",
+               dtype: torch.dtype | None = None):
+    """The model the command line, benchmark and app load by name: the embedded one, or an official
+    LlamaGen model (engine.official.MODELS) read from `weights_dir` or the Hugging Face Hub."""
+    from engine.official import load_official, place
+
+    if name == "embedded":
+        if weights_dir is not None:
+            raise InvalidInput("--weights-dir is for official models; the embedded one is read from assets/")
+        model = load_embedded()
+        model.tokenizer.to(device)
+        for module in [model.target, *model.drafters.values()]:
+            place(module, device, dtype)
+        return model
+    return load_official(name, weights_dir, device, dtype)

@@ -1,0 +1,135 @@
+"""Several decoding methods on the same image, interleaved step by step in one thread.
+
+Each method runs as its own trace stream. The next step always goes to the unfinished method that has
+used the least time so far, so the panels advance as if each method had its own machine: a method
+that needs fewer but costlier target passes finishes first only if it is really faster. Each
+method's time is the sum of its own step times, so interleaving (and rendering between steps) does
+not distort it.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.config import SamplingConfig
+from engine.generate import stream
+from engine.methods import MethodOptions, get_method
+from engine.models import ImageModel
+from engine.trace import StepTrace
+
+BASELINE = "vanilla"
+
+
+@dataclass
+class Lane:
+    """One method's progress through one image."""
+
+    method: str
+    title: str
+    lossless: bool
+    num_tokens: int
+    traces: list[StepTrace] = field(default_factory=list)
+    elapsed_ms: float = 0.0  # the sum of this method's own step times
+    done: bool = False
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self.traces[-1].tokens_so_far if self.traces else np.zeros(0, np.int64)
+
+    @property
+    def passes(self) -> int:
+        """Target forward passes so far, the prefill included."""
+        return len(self.traces)
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """Tokens per target pass after the prefill (the paper's MAL); vanilla's is 1."""
+        decoding = self.traces[1:]
+        return sum(t.accepted_length for t in decoding) / max(1, len(decoding))
+
+    @property
+    def ms_per_token(self) -> float:
+        produced = len(self.tokens)
+        return self.elapsed_ms / produced if produced else float("nan")
+
+    @property
+    def accept_probs(self) -> list[float]:
+        return [v.accept_prob for t in self.traces[1:] for v in t.verdicts]
+
+
+def speedup(lane: Lane, lanes: list[Lane]) -> float | None:
+    """Vanilla's time per token over this lane's, so far: the final speed-up once both are done.
+
+    None when no panel runs vanilla or nothing has been produced yet."""
+    baseline = next((other for other in lanes if other.method == BASELINE), None)
+    if baseline is None or not len(baseline.tokens) or not len(lane.tokens):
+        return None
+    return baseline.ms_per_token / lane.ms_per_token
+
+
+def interleave(model: ImageModel, methods: list[str], sampling: SamplingConfig, class_id: int,
+               options: MethodOptions) -> Iterator[list[Lane]]:
+    """Yield the lanes after every step of every method (the same list, updated in place).
+
+    Every method's prefill runs before the first yield, so a method that cannot run here (an unknown
+    name, a missing drafter) raises InvalidInput before any work is shown."""
+    total = model.target.cfg.num_image_tokens
+    lanes = [Lane(name, get_method(name).title, get_method(name).lossless, total) for name in methods]
+    streams = [stream(model, name, sampling, class_id, options) for name in methods]
+    for index in range(len(lanes)):
+        _advance(lanes[index], streams[index])
+    yield lanes
+    while True:
+        waiting = [i for i, lane in enumerate(lanes) if not lane.done]
+        if not waiting:
+            return
+        index = min(waiting, key=lambda i: lanes[i].elapsed_ms)
+        if _advance(lanes[index], streams[index]):
+            yield lanes
+
+
+def _advance(lane: Lane, steps: Iterator[StepTrace]) -> bool:
+    """Run one step of the lane's method; False (and the lane done) when it has finished."""
+    started = time.perf_counter()
+    trace = next(steps, None)
+    if trace is None:
+        lane.done = True
+        return False
+    lane.elapsed_ms += (time.perf_counter() - started) * 1000.0
+    lane.traces.append(trace)
+    if len(trace.tokens_so_far) >= lane.num_tokens:
+        lane.done = True
+    return True
+
+
+def run_to_end(model: ImageModel, methods: list[str], sampling: SamplingConfig, class_id: int,
+               options: MethodOptions) -> list[Lane]:
+    lanes: list[Lane] = []
+    for lanes in interleave(model, methods, sampling, class_id, options):
+        pass
+    return lanes
+
+
+def summary(lanes: list[Lane]) -> list[dict]:
+    """The numbers a panel shows, one plain dict per lane (also the API's statistics output)."""
+    rows = []
+    for lane in lanes:
+        ratio = speedup(lane, lanes)
+        probs = lane.accept_probs
+        rows.append({
+            "method": lane.method,
+            "title": lane.title,
+            "lossless": lane.lossless,
+            "done": lane.done,
+            "tokens": int(len(lane.tokens)),
+            "target_passes": lane.passes,
+            "mean_accepted_length": round(lane.mean_accepted_length, 3),
+            "wall_ms": round(lane.elapsed_ms, 1),
+            "speedup_vs_vanilla": None if ratio is None else round(ratio, 3),
+            "drafts_tested": len(probs),
+            "mean_accept_prob": round(float(np.mean(probs)), 4) if probs else None,
+        })
+    return rows

@@ -1,0 +1,181 @@
+"""What the page's events do: stream a comparison, replay a step, inspect a token, draw the sweep.
+
+Handlers return plain values in the order of the output groups below, which app.ui wires to
+components; the drawing itself lives in app.render, app.plots and app.text.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+
+import gradio as gr
+import numpy as np
+
+from app import plots, render, text
+from app.compare import Lane, interleave, summary
+from app.detail import first_position, token_detail
+from app.request import CompareRequest
+from app.runtime import RunState, Runtime
+from app.shipped import load_sweep
+from engine.config import InvalidInput
+
+PANELS = 3
+MIN_UPDATE_S = 0.3  # stream at most about three image updates a second ...
+DECODE_SHARE = 4  # ... and keep previews under about a fifth of the wall time (decoding costs)
+
+# Outputs of a comparison, in order: PANELS images, PANELS maps, PANELS counters, then these.
+AFTER_PANELS = ("length_plot", "scrubber", "latent_plot", "tree_plot", "detail", "teaching", "statistics",
+                "run_state", "inspect_panel")
+INSPECTOR = ("latent_plot", "tree_plot", "detail")
+
+try:  # On Hugging Face ZeroGPU this asks for a GPU per comparison; elsewhere the package is absent.
+    import spaces
+
+    gpu = spaces.GPU(duration=60)
+except ImportError:
+    def gpu(fn):
+        return fn
+
+
+def _pad(values: list, fill) -> list:
+    """Panels without a lane (fewer methods than panels) show `fill`."""
+    return list(values) + [fill] * (PANELS - len(values))
+
+
+def _previews(runtime: Runtime, lanes: list[Lane], shown: list[int]) -> tuple[list, list]:
+    """Greyed-out partial images and acceptance maps of the lanes with new tokens, gr.skip() for
+    the others; `shown` (tokens on screen per lane) is updated."""
+    grid = runtime.model().grid_size
+    changed = [i for i, lane in enumerate(lanes) if len(lane.tokens) != shown[i]]
+    images, maps = [gr.skip()] * len(lanes), [gr.skip()] * len(lanes)
+    if not changed:
+        return images, maps
+    for i, image in zip(changed, runtime.decode([lanes[i].tokens for i in changed])):
+        count = len(lanes[i].tokens)
+        images[i] = render.grey_out(image, render.known_cells(count, grid))
+        codes = render.acceptance_codes(lanes[i].traces, lanes[i].num_tokens)
+        maps[i] = render.acceptance_map(codes, grid, lanes[i].traces[-1].new_positions)
+        shown[i] = count
+    return images, maps
+
+
+def compare(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
+    """Stream a comparison: images, maps and counters while decoding, everything else at the end."""
+    try:
+        model = runtime.model()
+    except (OSError, RuntimeError, ValueError) as err:  # missing or broken asset files: say so
+        raise gr.Error(f"the model could not be loaded: {err}") from err
+    try:
+        options, sampling = request.options(), request.sampling()
+        class_id = model.class_id(request.class_name)
+        steps = interleave(model, request.checked_methods(), sampling, class_id, options)
+        lanes = next(steps)  # every method's prefill: a method that cannot run fails here
+    except InvalidInput as err:
+        raise gr.Error(str(err)) from err
+    shown, due = [-1] * len(lanes), 0.0
+    for lanes in itertools.chain([lanes], steps):  # the same list each time, updated in place
+        if time.perf_counter() < due:
+            continue
+        started = time.perf_counter()
+        images, maps = _previews(runtime, lanes, shown)
+        stats = [text.counters_html(row) for row in summary(lanes)]
+        yield _pad(images, None) + _pad(maps, None) + _pad(stats, "") + [gr.skip()] * len(AFTER_PANELS)
+        due = time.perf_counter() + max(MIN_UPDATE_S, DECODE_SHARE * (time.perf_counter() - started))
+    yield final_outputs(runtime, runtime.finish(request, lanes))
+
+
+def final_outputs(runtime: Runtime, state: RunState) -> list:
+    """Every output of a finished run, in the order of a comparison's outputs."""
+    lanes = state.lanes
+    images = [render.upscale(image) for image in state.finals]
+    maps = [render.acceptance_map(render.acceptance_codes(lane.traces, lane.num_tokens), state.grid)
+            for lane in lanes]
+    rows = summary(lanes)
+    panel = default_panel(state)
+    step = _busiest_step(lanes[panel])
+    return (_pad(images, None) + _pad(maps, None) + _pad([text.counters_html(row) for row in rows], "")
+            + [length_figure(state), gr.update(maximum=max(1, state.max_step), value=step)]
+            + inspect_step(runtime, state, panel, step)
+            + [text.how_it_works(lanes, state.request.delta, state.request.k, state.vocab),
+               {"request": state.request.__dict__, "methods": rows}, state, panel])
+
+
+def length_figure(state: RunState, step: int | None = None):
+    series = [(lane.title, [t.accepted_length for t in lane.traces[1:]]) for lane in state.lanes]
+    return plots.accepted_length_figure(series, step)
+
+
+def default_panel(state: RunState) -> int:
+    """The panel the inspector starts on: the last lossy one (LANTERN by default), else the last."""
+    lossy = [i for i, lane in enumerate(state.lanes) if not lane.lossless]
+    return lossy[-1] if lossy else len(state.lanes) - 1
+
+
+def _busiest_step(lane: Lane) -> int:
+    """The step that produced the most tokens: a telling first example for the inspector."""
+    lengths = [t.accepted_length for t in lane.traces]
+    return int(np.argmax(lengths[1:]) + 1) if len(lengths) > 1 else 0
+
+
+def inspect_step(runtime: Runtime, state: RunState, panel: int, step: int) -> list:
+    """The inspector on the first position that `step` of a panel decided."""
+    lane = state.lanes[min(panel, len(state.lanes) - 1)]
+    return inspect_position(runtime, state, panel, first_position(lane.traces[min(step, len(lane.traces) - 1)]))
+
+
+def inspect_position(runtime: Runtime, state: RunState, panel: int, position: int | None) -> list:
+    """Latent plot, draft tree and table for one token of one panel."""
+    panel = min(panel, len(state.lanes) - 1)
+    lane = state.lanes[panel]
+    detail = None if position is None else token_detail(lane.traces, position)
+    projection = runtime.projection()
+    neighbours = None
+    if detail is not None and detail.drafted is not None:
+        neighbours = runtime.model().neighbours(state.request.k)[detail.drafted]
+    latent = plots.latent_figure(projection.coords, projection.name, detail, neighbours)
+    tree = plots.tree_figure(lane.traces[detail.step], detail.tree_nodes) if detail else gr.skip()
+    words = text.detail_markdown(lane.title, detail, state.grid, neighbours, state.request.delta, state.request.k)
+    return [latent, tree, words]
+
+
+def codebook_figure(runtime: Runtime):
+    """The latent plot before anything is selected: the whole codebook."""
+    projection = runtime.projection()
+    return plots.latent_figure(projection.coords, projection.name)
+
+
+def scrub(runtime: Runtime, state: RunState | None, panel: int, step: int) -> list:
+    """Replay `step` from the stored traces: masked final images, maps up to it, the inspector."""
+    if state is None:
+        return [gr.skip()] * (2 * PANELS + 1 + len(INSPECTOR))
+    step = int(step)
+    images, maps = [], []
+    for lane, final in zip(state.lanes, state.finals):
+        count = render.tokens_after(lane.traces, step)
+        images.append(render.grey_out(final, render.known_cells(count, state.grid)))
+        trace = lane.traces[min(step, len(lane.traces) - 1)]
+        codes = render.acceptance_codes(lane.traces, lane.num_tokens, upto=step)
+        maps.append(render.acceptance_map(codes, state.grid, trace.new_positions if step < len(lane.traces) else ()))
+    return (_pad(images, gr.skip()) + _pad(maps, gr.skip()) + [length_figure(state, step)]
+            + inspect_step(runtime, state, panel, step))
+
+
+def select(runtime: Runtime, state: RunState | None, panel: int, x: float, y: float) -> list:
+    """A click on a panel's image at pixel (x, y): inspect that token, remember the panel."""
+    if state is None or panel >= len(state.lanes):
+        return [gr.skip()] * (len(INSPECTOR) + 1)
+    position = render.position_of_pixel(x, y, state.grid)
+    return inspect_position(runtime, state, panel, position) + [panel]
+
+
+def tradeoff(delta: float, k: int) -> tuple:
+    """(figure or None, note) for the shipped sweep, the current slider setting marked."""
+    sweep = load_sweep()
+    if sweep is None:
+        return None, ("No delta/k sweep is shipped yet (assets/sweep.json). The benchmark writes one; "
+                      "until then, move the sliders and press Run to see one setting at a time.")
+    points, config = sweep
+    setting = ", ".join(f"{key} {value}" for key, value in config.items())
+    note = f"{len(points)} benchmark runs" + (f" ({setting})" if setting else "") + "."
+    return plots.tradeoff_figure(points, float(delta), int(k)), note

@@ -1,0 +1,152 @@
+"""Plotly figures drawn from traces and shipped arrays; pure functions, no model needed."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from app.detail import TokenDetail
+from engine.trace import StepTrace
+
+PANEL_COLOURS = ("#6b7a99", "#3d8bfd", "#f5a623")  # one per panel, left to right
+ACCEPTED, REJECTED, UNTESTED, ROOT = "#2ec478", "#e5484d", "#c9ced8", "#6b7a99"
+
+
+def _layout(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=height,
+                      margin=dict(l=48, r=16, t=64, b=40), template="plotly_white",
+                      paper_bgcolor="rgba(0,0,0,0)",
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom"))
+    return fig
+
+
+def accepted_length_figure(series: Sequence[tuple[str, Sequence[int]]], step: int | None = None) -> go.Figure:
+    """Tokens per target pass, per step, one line per method; `step` draws the scrubber's position."""
+    fig = go.Figure()
+    for index, (title, lengths) in enumerate(series):
+        mean = float(np.mean(lengths)) if len(lengths) else 0.0
+        fig.add_trace(go.Scatter(x=np.arange(1, len(lengths) + 1), y=list(lengths), mode="lines",
+                                 line=dict(shape="hv", width=1.6, color=PANEL_COLOURS[index % 3]),
+                                 name=f"{title} (mean {mean:.2f})"))
+    if step is not None:
+        fig.add_vline(x=step, line=dict(color="#888", dash="dot"))
+    fig.update_xaxes(title_text="target pass (after the prefill)")
+    fig.update_yaxes(title_text="tokens produced", rangemode="tozero", dtick=1)
+    return _layout(fig, "Accepted length per step")
+
+
+def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | None = None,
+                  neighbours: np.ndarray | None = None, probs: dict[int, float] | None = None) -> go.Figure:
+    """The codebook in 2-D; with a selected token: its drafts, k nearest neighbours and set A."""
+    fig = go.Figure()
+    ids = np.arange(len(coords))
+    fig.add_trace(go.Scattergl(x=coords[:, 0], y=coords[:, 1], mode="markers", name="codebook",
+                               marker=dict(size=4, color="#c9ced8"), text=[f"code {i}" for i in ids],
+                               hoverinfo="text"))
+    if detail is not None and detail.candidates:
+        first = detail.candidates[0]
+        if neighbours is not None:
+            _points(fig, coords, neighbours, f"{len(neighbours)} nearest of draft {first.token}",
+                    dict(size=7, color="rgba(61,139,253,0.15)", line=dict(color="#3d8bfd", width=1)))
+        for cand in detail.candidates:
+            if len(cand.used):
+                _points(fig, coords, cand.used, f"A of {cand.token} (mass {cand.used_mass.sum():.3f})",
+                        dict(size=9 + 60 * np.sqrt(cand.used_mass), color="#f5a623", opacity=0.85),
+                        [f"code {t}: p = {m:.4f}" for t, m in zip(cand.used, cand.used_mass)])
+        tried = np.array([c.token for c in detail.candidates])
+        _points(fig, coords, tried, "drafts tried", dict(size=12, symbol="x", color=REJECTED),
+                [f"draft {c.token}: accept prob {c.accept_prob:.3f}" for c in detail.candidates])
+    if detail is not None:
+        label = "kept (accepted draft)" if detail.from_draft else "kept (target's own draw)"
+        _points(fig, coords, np.array([detail.token]), label,
+                dict(size=16, symbol="star", color=ACCEPTED, line=dict(color="#114", width=1)))
+    fig.update_xaxes(showticklabels=False, zeroline=False)
+    fig.update_yaxes(showticklabels=False, zeroline=False, scaleanchor="x")
+    return _layout(fig, f"VQ codebook ({projection})", height=380)
+
+
+def _points(fig: go.Figure, coords: np.ndarray, tokens: np.ndarray, name: str, marker: dict,
+            text: list[str] | None = None) -> None:
+    tokens = np.asarray(tokens, np.int64)
+    fig.add_trace(go.Scatter(x=coords[tokens, 0], y=coords[tokens, 1], mode="markers", name=name,
+                             marker=marker, hoverinfo="text",
+                             text=text or [f"code {t}" for t in tokens]))
+
+
+def tree_layout(parents: np.ndarray, depths: np.ndarray) -> np.ndarray:
+    """(N, 2) node coordinates: x = depth, y spreads the nodes of each depth evenly around 0."""
+    xy = np.zeros((len(parents), 2))
+    for depth in np.unique(depths):
+        nodes = np.flatnonzero(depths == depth)
+        xy[nodes, 0] = depth
+        xy[nodes, 1] = np.arange(len(nodes))[::-1] - (len(nodes) - 1) / 2
+    return xy
+
+
+def tree_figure(trace: StepTrace, highlight: Sequence[int] = ()) -> go.Figure:
+    """The step's draft tree: accepted path green, rejected drafts red, untested ones grey."""
+    parents, depths = np.asarray(trace.tree_parents), np.asarray(trace.tree_depths)
+    xy = tree_layout(parents, depths)
+    tested = {v.node: v for v in trace.verdicts}
+    colours, text = [], []
+    for node, token in enumerate(np.asarray(trace.tree_tokens)):
+        verdict = tested.get(node)
+        if node == 0:
+            colours.append(ROOT)
+        else:
+            colours.append(UNTESTED if verdict is None else ACCEPTED if verdict.accepted else REJECTED)
+        status = "root" if node == 0 else "untested" if verdict is None else (
+            f"accept prob {verdict.accept_prob:.3f}, {'accepted' if verdict.accepted else 'rejected'}")
+        text.append(f"node {node}: code {int(token)}, q {float(trace.tree_q[node]):.3f}, {status}")
+    edge_x, edge_y = [], []
+    for node in range(1, len(parents)):
+        parent = int(parents[node])
+        edge_x += [xy[parent, 0], xy[node, 0], None]
+        edge_y += [xy[parent, 1], xy[node, 1], None]
+    fig = go.Figure(go.Scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#b8bfcc", width=1),
+                               hoverinfo="skip", showlegend=False))
+    ring = [2.5 if node in set(highlight) else 0.5 for node in range(len(parents))]
+    fig.add_trace(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers+text", showlegend=False,
+                             marker=dict(size=13, color=colours, line=dict(color="#111", width=ring)),
+                             text=[str(int(t)) for t in trace.tree_tokens], textposition="middle right",
+                             textfont=dict(size=9), hovertext=text, hoverinfo="text"))
+    fig.update_xaxes(title_text="depth", dtick=1, zeroline=False)
+    fig.update_yaxes(showticklabels=False, zeroline=False, showgrid=False)
+    return _layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=340)
+
+
+def tradeoff_figure(points: Sequence[dict], delta: float, k: int) -> go.Figure:
+    """Speed-up against quality over a (delta, k) sweep, the current slider setting ringed."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
+    labels = [f"delta {p['delta']:g}, k {p['k']}: {p['speedup']:.2f}x, MAL {p.get('mal', float('nan')):.2f}"
+              for p in points]
+    ks = sorted({int(p["k"]) for p in points})
+    for col, (key, name) in enumerate([("fid_proxy", "FID proxy (lower is better)"),
+                                       ("class_accuracy", "class accuracy")], start=1):
+        fig.add_trace(go.Scatter(
+            x=[p["speedup"] for p in points], y=[p[key] for p in points], mode="markers",
+            text=labels, hoverinfo="text", showlegend=col == 1, name="sweep point",
+            marker=dict(size=[8 + 3 * ks.index(int(p["k"])) for p in points],
+                        color=[p["delta"] for p in points], colorscale="Viridis", cmin=0,
+                        colorbar=dict(title="delta", x=1.02) if col == 2 else None,
+                        line=dict(color="#333", width=0.5))), row=1, col=col)
+        current = nearest_point(points, delta, k)
+        if current is not None:
+            fig.add_trace(go.Scatter(
+                x=[current["speedup"]], y=[current[key]], mode="markers", showlegend=col == 1,
+                name=f"current setting (delta {current['delta']:g}, k {current['k']})", hoverinfo="skip",
+                marker=dict(size=22, symbol="circle-open", color="#e5484d", line=dict(width=3))),
+                row=1, col=col)
+        fig.update_xaxes(title_text="speed-up vs vanilla", row=1, col=col)
+        fig.update_yaxes(title_text=name, row=1, col=col)
+    return _layout(fig, "Speed-up against quality across delta and k (marker size grows with k)", height=340)
+
+
+def nearest_point(points: Sequence[dict], delta: float, k: int) -> dict | None:
+    """The sweep point closest to the slider setting (delta first, then k on a log scale)."""
+    if not points:
+        return None
+    return min(points, key=lambda p: (abs(p["delta"] - delta), abs(np.log(p["k"]) - np.log(max(k, 1)))))

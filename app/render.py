@@ -1,0 +1,116 @@
+"""Pictures drawn from traces: partial images and acceptance maps, as pure functions over arrays.
+
+Tokens are produced in raster order, so "known" cells are always a prefix of the grid. Pictures are
+scaled up by whole pixels (nearest neighbour) so that every token cell stays a crisp square.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from engine.trace import StepTrace
+
+DISPLAY = 256  # pixels per side of every picture the page shows
+PENDING = np.array([52, 57, 68], np.uint8)  # cells not generated yet
+PENDING_EDGE = np.array([70, 76, 90], np.uint8)
+
+# Acceptance map codes and their colours.
+NOT_YET, DRAFTED, BONUS = 0, 1, 2
+MAP_COLOURS = np.array([[43, 48, 59], [46, 196, 120], [245, 166, 35]], np.uint8)  # (3, RGB)
+HIGHLIGHT = np.array([255, 255, 255], np.uint8)
+
+
+def padded_tokens(tokens: np.ndarray, total: int, filler: int = 0) -> np.ndarray:
+    """The first len(tokens) raster positions, the rest filled so that the decoder sees a full grid."""
+    out = np.full(total, filler, np.int64)
+    out[: len(tokens)] = tokens
+    return out
+
+
+def known_cells(count: int, grid: int) -> np.ndarray:
+    """(grid, grid) bool: True for the first `count` cells in raster order."""
+    return (np.arange(grid * grid) < count).reshape(grid, grid)
+
+
+def _cell_size(grid: int, size: int) -> int:
+    if size % grid:
+        raise ValueError(f"picture size {size} is not a multiple of the grid {grid}")
+    return size // grid
+
+
+def upscale(image: np.ndarray, size: int = DISPLAY) -> np.ndarray:
+    """(H, W, C) -> (size, size, C) by repeating pixels (H must divide size)."""
+    factor = _cell_size(image.shape[0], size)
+    return image.repeat(factor, axis=0).repeat(factor, axis=1)
+
+
+def _cell_edges(cell: int) -> np.ndarray:
+    """(cell, cell) bool: the one-pixel border of a cell, to draw a faint grid."""
+    edge = np.zeros((cell, cell), bool)
+    edge[0, :] = edge[:, 0] = True
+    return edge
+
+
+def grey_out(image: np.ndarray, known: np.ndarray, size: int = DISPLAY) -> np.ndarray:
+    """Scale `image` (H, W, 3) to size x size and paint every unknown cell as a pending tile."""
+    big = upscale(image, size).copy()
+    grid = known.shape[0]
+    cell = _cell_size(grid, size)
+    pending = np.where(_cell_edges(cell)[..., None], PENDING_EDGE, PENDING)  # (cell, cell, 3)
+    tiles = np.tile(pending, (grid, grid, 1))  # (size, size, 3)
+    unknown = upscale((~known)[..., None], size)[..., 0]  # (size, size)
+    big[unknown] = tiles[unknown]
+    return big
+
+
+def acceptance_codes(traces: Sequence[StepTrace], total: int, upto: int | None = None) -> np.ndarray:
+    """(total,) int8 per raster position: NOT_YET, DRAFTED (an accepted draft) or BONUS (the
+    token the target itself drew at the end of a pass: a bonus or correction), after step `upto`."""
+    codes = np.full(total, NOT_YET, np.int8)
+    for trace in traces[: None if upto is None else upto + 1]:
+        for position, from_draft in zip(trace.new_positions, trace.bonus_from_draft):
+            codes[position] = DRAFTED if from_draft else BONUS
+    return codes
+
+
+def acceptance_map(codes: np.ndarray, grid: int, highlight: Iterable[int] = (),
+                   size: int = DISPLAY) -> np.ndarray:
+    """(size, size, 3) uint8: one coloured square per token, highlighted positions outlined."""
+    cell = _cell_size(grid, size)
+    colours = MAP_COLOURS[codes.reshape(grid, grid)]  # (grid, grid, 3)
+    big = upscale(colours, size).copy()
+    gap = upscale(np.ones((grid, grid, 1), bool), size)[..., 0] & np.tile(_cell_edges(cell), (grid, grid))
+    big[gap] = (big[gap] * 0.55).astype(np.uint8)  # dark seams keep the cells apart
+    for position in highlight:
+        row, col = divmod(int(position), grid)
+        top, left = row * cell, col * cell
+        big[top: top + cell, left: left + 2] = HIGHLIGHT
+        big[top: top + cell, left + cell - 2: left + cell] = HIGHLIGHT
+        big[top: top + 2, left: left + cell] = HIGHLIGHT
+        big[top + cell - 2: top + cell, left: left + cell] = HIGHLIGHT
+    return big
+
+
+def tokens_after(traces: Sequence[StepTrace], step: int) -> int:
+    """How many tokens existed after `step` (clamped to the last step)."""
+    if not traces:
+        return 0
+    return len(traces[min(step, len(traces) - 1)].tokens_so_far)
+
+
+def position_of_pixel(x: float, y: float, grid: int, size: int = DISPLAY) -> int:
+    """The raster position of the token cell under a pixel of a displayed picture."""
+    cell = _cell_size(grid, size)
+    row = min(grid - 1, max(0, int(y) // cell))
+    col = min(grid - 1, max(0, int(x) // cell))
+    return row * grid + col
+
+
+def step_of_position(traces: Sequence[StepTrace], position: int) -> tuple[int, int] | None:
+    """(step, offset) of the pass that produced `position`, offset counting its new tokens; None
+    if it has not been produced."""
+    for step, trace in enumerate(traces):
+        if position in trace.new_positions:
+            return step, trace.new_positions.index(position)
+    return None

@@ -1,0 +1,119 @@
+"""The page's words: per-panel counters, the inspector's table and the "how it works" section,
+built from run statistics as pure functions."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from app.compare import Lane, summary
+from app.detail import TokenDetail
+
+_BOX = ("display:inline-block;min-width:44px;margin:2px 3px 2px 0;padding:3px 6px;border-radius:8px;"
+        "background:rgba(120,130,150,0.12);text-align:center;font-variant-numeric:tabular-nums")
+
+
+def _stat(label: str, value: str) -> str:
+    return (f'<div style="{_BOX}"><div style="font-size:1.15em;font-weight:600">{html.escape(value)}</div>'
+            f'<div style="font-size:0.75em;opacity:0.75">{html.escape(label)}</div></div>')
+
+
+def counters_html(row: dict) -> str:
+    """One panel's live counters from its `summary` row."""
+    ratio = row["speedup_vs_vanilla"]
+    speed = "n/a" if ratio is None else f"{ratio:.2f}x"
+    state = "done" if row["done"] else "decoding"
+    kind = "lossless" if row["lossless"] else "lossy (relaxed)"
+    return ('<div class="lane-stats">'
+            + _stat("passes", str(row["target_passes"]))
+            + _stat("tokens", f"{row['tokens']}")
+            + _stat("MAL", f"{row['mean_accepted_length']:.2f}")
+            + _stat("time", f"{row['wall_ms'] / 1000:.2f} s")
+            + _stat("speed-up", speed)
+            + f'<div style="font-size:0.75em;opacity:0.7;margin-top:2px">{state} · {kind} · MAL = tokens per '
+            'target pass · speed-up against vanilla</div></div>')
+
+
+def waiting_html(message: str) -> str:
+    return f'<div class="lane-stats" style="opacity:0.7">{html.escape(message)}</div>'
+
+
+def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbours: np.ndarray | None,
+                    delta: float, k: int) -> str:
+    """The inspector: what was drafted at a position, and why it was kept or not."""
+    if detail is None:
+        return "Click a token of an image (or move the step slider) to inspect how it was decided."
+    row, col = divmod(detail.position, grid)
+    how = "an **accepted draft**" if detail.from_draft else "drawn by the **target itself** (bonus or correction)"
+    lines = [f"**{title}, row {row}, column {col} (step {detail.step})**: kept code **{detail.token}**, {how}."]
+    if not detail.candidates:
+        lines.append("\nNo draft was proposed for this position (a prefill or vanilla step).")
+        return "\n".join(lines)
+    lines += ["", "| draft x | accept prob | | neighbours in A \\ {x}: code (target p) |", "|---|---|---|---|"]
+    for cand in detail.candidates:
+        used = ", ".join(f"{t} ({m:.3f})" for t, m in zip(cand.used[:5], cand.used_mass[:5]))
+        more = f", … {len(cand.used) - 5} more" if len(cand.used) > 5 else ""
+        credit = f"{len(cand.used)} codes, Σp = {cand.used_mass.sum():.3f}: {used}{more}" if len(cand.used) else "none"
+        verdict = "✔ kept" if cand.accepted else "✘"
+        lines.append(f"| {cand.token} | {cand.accept_prob:.3f} | {verdict} | {credit} |")
+    if neighbours is not None:
+        shown = ", ".join(str(int(t)) for t in neighbours[:12])
+        lines.append(f"\nThe {len(neighbours)} nearest codes of draft {detail.drafted} (k = {k}), nearest "
+                     f"first: {shown}{' …' if len(neighbours) > 12 else ''}. Under a relaxed rule, A takes "
+                     f"them in this order while their summed target probability stays within delta = {delta:g}.")
+    return "\n".join(lines)
+
+
+def _mean_entropy(lanes: list[Lane]) -> float | None:
+    values = [e for lane in lanes for t in lane.traces for e in t.entropy_bits]
+    return float(np.mean(values)) if values else None
+
+
+def _mean_credit(lane: Lane) -> tuple[float, float] | None:
+    """(mean |A \\ {x}|, mean credited mass) over a lane's tested drafts; None for exact rules."""
+    verdicts = [v for t in lane.traces for v in t.verdicts]
+    sizes = [len(v.neighbours) for v in verdicts]
+    if not verdicts or not any(sizes):
+        return None
+    return float(np.mean(sizes)), float(np.mean([np.sum(v.neighbour_mass) for v in verdicts]))
+
+
+def _run_table(lanes: list[Lane]) -> list[str]:
+    rows = ["| method | mean accept prob | MAL | speed-up | mean A \\ {x} |", "|---|---|---|---|---|"]
+    for lane, stats in zip(lanes, summary(lanes)):
+        prob = "-" if stats["mean_accept_prob"] is None else f"{stats['mean_accept_prob']:.3f}"
+        ratio = "n/a" if stats["speedup_vs_vanilla"] is None else f"{stats['speedup_vs_vanilla']:.2f}x"
+        credit = _mean_credit(lane)
+        a_size = "-" if credit is None else f"{credit[0]:.1f} codes, p {credit[1]:.3f}"
+        rule = "lossless" if lane.lossless else "relaxed"
+        rows.append(f"| {lane.title} ({rule}) | {prob} | {stats['mean_accepted_length']:.2f} | {ratio} | {a_size} |")
+    return rows
+
+
+def how_it_works(lanes: list[Lane] | None, delta: float, k: int, vocab: int) -> str:
+    """The teaching section, quoting the numbers of the last run when there is one."""
+    uniform = np.log2(vocab)
+    entropy = _mean_entropy(lanes) if lanes else None
+    flat = (f"In the last run the target's next-token distribution had **{entropy:.2f} bits** of entropy "
+            f"on average" if entropy is not None else "Its entropy is typically several bits")
+    parts = [
+        "### How it works",
+        f"**Token selection ambiguity.** Every image token is one of {vocab:,} codebook entries, and many "
+        f"of them decode to almost the same patch. So the model's next-token distribution is flat. {flat} "
+        f"(a certain choice is 0 bits, a uniform guess over the codebook {uniform:.0f} bits). A drafter's "
+        "best guess is then rarely the token the target samples: speculative decoding barely pays.",
+        "**The acceptance rule.** A drafter proposes a tree of tokens; the target scores all of them in "
+        "one forward pass. A lossless rule (EAGLE-2) keeps a drafted token x with probability "
+        "min(1, p(x) / q(x)), where p is the target's distribution and q the drafter's (q(x) = 1 for a "
+        "tree drafter's deterministic picks), and otherwise draws from what is left of p: the output "
+        "is distributed exactly as vanilla decoding's.",
+        "**LANTERN's relaxation.** LANTERN also credits x with the probability of its nearest codes in the "
+        "latent space: the set A = {x, n1, …, nj} of x's k nearest neighbours, taken nearest first while "
+        "their summed probability stays within **delta**. It accepts with min(1, (p(x) + Σ p(ni)) / q(x)). "
+        "delta bounds how far (in total variation) each decided distribution may move: a larger delta "
+        "accepts more drafts and runs faster, at some cost in fidelity; **k** caps how many neighbours "
+        f"are eligible. delta = 0 is exactly EAGLE-2. Current setting: delta = {delta:g}, k = {k}.",
+    ]
+    if lanes:
+        parts += ["**The last run in numbers:**", "\n".join(_run_table(lanes))]
+    return "\n\n".join(parts)

@@ -1,0 +1,71 @@
+"""FLAN-T5 caption features for text-to-image LlamaGen, through `transformers`.
+
+As LlamaGen does: the prompt is tokenised to at most 120 tokens (padded to 120, so that the real
+tokens sit where they sat in training), encoded by the T5 encoder with the padding masked, and the
+features of the real tokens are kept. LlamaGen's caption cleaning (ftfy, HTML and URL removal) is
+reduced to what changes ordinary prompts: lower case and collapsed white space.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import torch
+
+from engine.weights import WeightsError
+
+log = logging.getLogger("engine.text_encoder")
+
+T5_REPO = "google/flan-t5-xl"
+T5_PATTERNS = ["*.json", "spiece.model", "*.safetensors"]
+T5_REQUIRED = ["config.json"]
+
+
+def clean_prompt(prompt: str) -> str:
+    return re.sub(r"\s+", " ", prompt).strip().lower()
+
+
+class TextEncoder:
+    """Loads the encoder from a local folder on first use; `encode` gives (n, C) features."""
+
+    def __init__(self, folder: Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+                 max_tokens: int = 120):
+        self.folder, self.device, self.dtype, self.max_tokens = Path(folder), device, dtype, max_tokens
+        self._tokenizer = None
+        self._model = None
+
+    def _load(self) -> None:
+        try:
+            from transformers import AutoTokenizer, T5EncoderModel
+        except ImportError as err:
+            raise WeightsError("text-to-image models need the `transformers` and `sentencepiece` packages: "
+                               "pip install transformers sentencepiece") from err
+        try:
+            self._tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
+            model = T5EncoderModel.from_pretrained(str(self.folder), dtype=self.dtype)
+        except (OSError, ValueError) as err:
+            raise WeightsError(f"{self.folder} is not a readable T5 model folder ({err}); download the files "
+                               f"of https://huggingface.co/{T5_REPO} matching {', '.join(T5_PATTERNS)} "
+                               "into it") from err
+        self._model = model.to(self.device).eval()
+        log.info("loaded the text encoder from %s", self.folder)
+
+    @property
+    def width(self) -> int:
+        if self._model is None:
+            self._load()
+        return int(self._model.config.d_model)
+
+    @torch.no_grad()
+    def encode(self, prompt: str) -> torch.Tensor:
+        """prompt -> float32 features (n, C) of its n real tokens (1 <= n <= max_tokens)."""
+        if self._model is None:
+            self._load()
+        batch = self._tokenizer([clean_prompt(prompt)], max_length=self.max_tokens, padding="max_length",
+                                truncation=True, return_attention_mask=True, return_tensors="pt")
+        ids = batch["input_ids"].to(self.device)  # (1, max_tokens)
+        mask = batch["attention_mask"].to(self.device)  # (1, max_tokens)
+        hidden = self._model(input_ids=ids, attention_mask=mask).last_hidden_state[0]  # (max_tokens, C)
+        n = int(mask.sum())
+        return hidden[:n].float()  # right padding: the real tokens come first

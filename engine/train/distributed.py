@@ -1,0 +1,188 @@
+"""Train an EAGLE drafter for any class-conditional target, on one process or on many.
+
+    python -m engine.train.distributed --model c2i_B_256 --weights-dir DIR --codes codes.npz
+    torchrun --nproc_per_node 8 -m engine.train.distributed --model c2i_XL_384 --weights-dir DIR ...
+    torchrun --nnodes 2 --node_rank R --master_addr HOST --nproc_per_node 8 -m engine.train.distributed ...
+
+(`accelerate launch -m engine.train.distributed ...` sets the same environment and works alike.)
+The target's features (its conditional and null-class rows, both as CFG sees them) are computed on
+the fly, so nothing is stored and each process runs the target on its own share of every batch.
+Every process draws the same global batch from the shared seed and trains on its slice;
+DistributedDataParallel averages the gradients. The noise on each sample's input features comes from
+a seed keyed by (step, place in the global batch), so the trained drafter does not depend on how many
+processes shared the work. Resumable: the run folder keeps the last checkpoint.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from engine.config import InvalidInput, SamplingConfig
+from engine.drafters.eagle_net import EagleNet
+from engine.gpt import GPT
+from engine.train.common import Checkpoint, cosine_lr, setup_logging
+from engine.train.drafter import drafter_loss
+from engine.train.features import sequence_features
+from engine.train.sequences import load_codes, rows_of, save_codes, self_sample
+from engine.weights import save_model
+
+log = logging.getLogger("engine.train.distributed")
+
+
+def noise_seed(seed: int, step: int, slot: int) -> int:
+    return (seed * 1_000_003 + step) * 65_537 + slot
+
+
+def features_for(target: GPT, class_ids: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Target features (B, 1 + N, D) as ordinary tensors: inference tensors cannot enter autograd."""
+    return sequence_features(target, class_ids, tokens).clone()
+
+
+def train_step(net, target: GPT, slots: range, class_ids: torch.Tensor, tokens: torch.Tensor,
+               noise: float, seed: int, step: int, global_batch: int) -> torch.Tensor:
+    """Forward and backward over this process's samples; returns (loss sum, top-1 sum) for logging.
+
+    Each sample gets its own noise generator and its own backward (`no_sync` defers DDP's gradient
+    all-reduce to the last one), and each loss is scaled by 1 / global batch, so that DDP's average
+    over processes yields the mean over the whole global batch.
+    """
+    feats = features_for(target, class_ids, tokens)  # (b, 1 + N, D)
+    totals = torch.zeros(2, dtype=torch.float64)
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    for i, slot in enumerate(slots):
+        gen = torch.Generator().manual_seed(noise_seed(seed, step, slot))
+        last = i == len(slots) - 1
+        sync = contextlib.nullcontext() if last or not hasattr(net, "no_sync") else net.no_sync()
+        with sync:
+            loss, top1 = drafter_loss(net, target, tokens[i:i + 1], feats[i:i + 1], noise, gen)
+            (loss * world / global_batch).backward()
+        totals += torch.tensor([loss.item(), top1], dtype=torch.float64)
+    return totals
+
+
+def _setup() -> tuple[int, int, torch.device]:
+    """Join the process group when a launcher started us; pick this process's device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device(f"cuda:{local}") if torch.cuda.is_available() else torch.device("cpu")
+    if world > 1:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return (dist.get_rank() if world > 1 else 0), world, device
+
+
+def _load_target(args, device: torch.device) -> tuple[GPT, str]:
+    from engine.gpt import GPTConfig
+    from engine.models import load_model, load_module
+    from engine.t2i import TextImageModel
+
+    if args.target is not None:
+        return load_module(args.target, GPTConfig, GPT).to(device), args.target.stem
+    model = load_model(args.model, args.weights_dir, device)
+    if isinstance(model, TextImageModel):
+        raise InvalidInput("drafter training here takes class-conditional targets; text-to-image targets "
+                           "need prompt features, which this command does not extract")
+    return model.target, model.name
+
+
+def _sequences(args, target: GPT, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if args.codes is not None:
+        codes, labels = load_codes(args.codes, target)
+    else:
+        sampling = SamplingConfig(temperature=args.sample_temperature, cfg_scale=args.cfg, seed=args.seed)
+        codes, labels = self_sample(target, args.self_sample, sampling)
+        if rank == 0:
+            save_codes(args.run_dir / "self_sampled_codes.npz", codes, labels)
+    return torch.from_numpy(codes), torch.from_numpy(labels)
+
+
+def train(args) -> Path:
+    rank, world, device = _setup()
+    if args.batch % world:
+        raise InvalidInput(f"batch {args.batch} must be a multiple of the process count {world}")
+    torch.manual_seed(args.seed)  # the drafter's initial weights, the same on every process
+    target, name = _load_target(args, device)
+    target.eval()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    codes, labels = _sequences(args, target, rank)
+    net = EagleNet(target.cfg).to(device)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(args.seed)  # the batch schedule, shared by all processes
+    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
+    step = ckpt.load(net, optimizer, gen)
+    wrapped = DistributedDataParallel(net) if world > 1 else net
+    per_process = args.batch // world
+    started = time.perf_counter()
+    while step < args.steps:
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=args.warmup)
+        index = torch.randint(0, 2 * len(codes), (args.batch,), generator=gen)  # (B,) global batch
+        slots = range(rank * per_process, (rank + 1) * per_process)
+        class_ids, tokens = rows_of(index[slots.start:slots.stop], codes, labels, target.null_class)
+        optimizer.zero_grad(set_to_none=True)
+        totals = train_step(wrapped, target, slots, class_ids.to(device), tokens.to(device), args.noise,
+                            args.seed, step, args.batch)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+        optimizer.step()
+        step += 1
+        if world > 1:
+            totals = totals.to(device)  # NCCL reduces device tensors only
+            dist.all_reduce(totals)
+        if rank == 0 and (step % args.log_every == 0 or step == args.steps):
+            log.info("step %d/%d loss %.4f top-1 agreement %.3f (%.0f s)", step, args.steps,
+                     totals[0] / args.batch, totals[1] / args.batch, time.perf_counter() - started)
+        if rank == 0 and (step % args.save_every == 0 or step == args.steps):
+            ckpt.save(net, optimizer, gen, step)
+            save_model(net, args.out, config=target.cfg, extra={"trained_steps": step, "target": name})
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    return args.out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="embedded", help="embedded or an official class-conditional model")
+    parser.add_argument("--weights-dir", type=Path, default=None)
+    parser.add_argument("--target", type=Path, default=None, help="a target GPT .safetensors (instead of --model)")
+    parser.add_argument("--codes", type=Path, default=None, help=".npz with codes (M, N) and labels (M,)")
+    parser.add_argument("--self-sample", type=int, default=64, help="without --codes: sequences to sample")
+    parser.add_argument("--sample-temperature", type=float, default=1.0)
+    parser.add_argument("--cfg", type=float, default=4.0, help="CFG scale of self-sampling")
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=16, help="global batch, over all processes")
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--noise", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log-every", type=int, default=25)
+    parser.add_argument("--save-every", type=int, default=100)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/drafter_distributed"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="drafter .safetensors; default: RUN_DIR/eagle_drafter_<model>.safetensors")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.out is None:
+        stem = args.target.stem if args.target is not None else args.model
+        args.out = args.run_dir / f"eagle_drafter_{stem}.safetensors"
+    setup_logging()
+    out = train(args)
+    if int(os.environ.get("RANK", "0")) == 0:
+        log.info("wrote %s", out)
+
+
+if __name__ == "__main__":
+    main()

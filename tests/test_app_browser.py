@@ -1,0 +1,106 @@
+"""The page in headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): load, move delta,
+run, wait, check images and plots, click a token; screenshots go to screenshots/ (git-ignored)."""
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.methods import METHODS
+from tests.test_app_server import method_args, pytestmark as needs_embedded_model
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+SHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+pytestmark = [needs_embedded_model,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium is not installed (apt-get install chromium)")]
+torch.set_num_threads(1)
+
+
+def make_runtime():
+    from tests.test_app_server import make_runtime as server_runtime
+
+    return server_runtime()
+
+
+@pytest.fixture(scope="module")
+def page_url():
+    from app.ui import build_demo, launch_options
+
+    runtime = make_runtime()
+    runtime.start(warm=True)  # the page shows a first comparison at load
+    demo = build_demo(runtime)
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_options())
+    yield url, runtime
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+def _image_sources(page) -> list:
+    return page.evaluate("[0, 1, 2].map(i => document.querySelector(`#image-${i} img`)?.src || null)")
+
+
+def _choose_methods(page, runtime) -> None:
+    """Where the shipped model lacks a default method's drafter, pick the stand-in in its panel."""
+    for name, method in method_args(runtime).items():
+        index = int(name.rsplit("_", 1)[1]) - 1
+        title = METHODS[method].title
+        page.locator(f"#method-{index} input").click()
+        page.get_by_role("option", name=title, exact=True).click()
+
+
+def test_page_runs_a_comparison_end_to_end(page_url, browser):
+    url, runtime = page_url
+    SHOTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.goto(url, wait_until="domcontentloaded")
+    # Something meaningful at load: the codebook map at once, then the start-up comparison's images.
+    page.wait_for_selector("#latent-plot .js-plotly-plot", timeout=60_000)
+    page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
+    page.screenshot(path=str(SHOTS / "1_page_load.png"), full_page=True)
+    _choose_methods(page, runtime)
+
+    delta = page.locator("#delta-slider input[type=number]")
+    delta.fill("0.25")
+    delta.press("Enter")
+    before = _image_sources(page)
+    pressed = time.perf_counter()
+    page.click("#run-button")
+    page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=60_000,
+                           polling=50)
+    first_update_s = time.perf_counter() - pressed
+    page.screenshot(path=str(SHOTS / "2_streaming.png"), full_page=True)
+    page.wait_for_function("document.querySelector('#teaching').innerText.includes('delta = 0.25')",
+                           timeout=240_000)
+    finished_s = time.perf_counter() - pressed
+    page.screenshot(path=str(SHOTS / "3_finished.png"), full_page=True)
+
+    for index in range(3):
+        size = page.evaluate(f"document.querySelector('#image-{index} img').naturalWidth")
+        assert size == 256
+        assert "done" in page.inner_text(f"#stats-{index}")
+    for plot in ("length-plot", "latent-plot", "tree-plot"):
+        assert page.locator(f"#{plot} .js-plotly-plot").count() == 1, plot
+    assert page.locator("#length-plot .scatterlayer .trace").count() == 3
+
+    # Click a token in the last panel (row 2, column 12 of 16): the inspector names it.
+    image = page.locator("#image-2 img")
+    box = image.bounding_box()
+    image.click(position={"x": box["width"] * 12.5 / 16, "y": box["height"] * 2.5 / 16})
+    page.wait_for_function("document.querySelector('#detail').innerText.includes('row 2, column 12')",
+                           timeout=30_000)
+    page.screenshot(path=str(SHOTS / "4_inspect_token.png"), full_page=True)
+    page.close()
+    timings = {"first_update_s": round(first_update_s, 2), "comparison_s": round(finished_s, 1)}
+    (SHOTS / "timings.json").write_text(json.dumps(timings))

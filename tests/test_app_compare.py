@@ -1,0 +1,116 @@
+"""The comparison generator and request checking, on the tiny random model with random drafters."""
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from app.compare import interleave, run_to_end, speedup, summary
+from app.request import CompareRequest
+from app.runtime import Runtime, usable_methods
+from engine.config import InvalidInput, SamplingConfig
+from engine.drafters.eagle_net import EagleNet
+from engine.generate import generate
+from engine.methods import MethodOptions
+from tests.conftest import TINY_GPT
+
+OPTIONS = MethodOptions(k=8, delta=0.3)
+
+
+@pytest.fixture
+def tiny_eagle(tiny_model):
+    torch.manual_seed(1)
+    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
+    return tiny_model
+
+
+def test_interleaving_does_not_change_any_method_output(tiny_eagle):
+    sampling = SamplingConfig(temperature=1.0, seed=3)
+    lanes = run_to_end(tiny_eagle, ["vanilla", "eagle2", "lantern"], sampling, 1, OPTIONS)
+    for lane in lanes:
+        alone = generate(tiny_eagle, lane.method, sampling, 1, OPTIONS)
+        assert np.array_equal(lane.tokens, alone.tokens)
+        assert lane.passes == len(alone.traces)
+        assert lane.done and len(lane.tokens) == TINY_GPT.num_image_tokens
+
+
+def test_the_next_step_goes_to_the_lane_that_has_used_least_time(tiny_eagle):
+    before = None
+    for lanes in interleave(tiny_eagle, ["vanilla", "eagle2", "sjd"], SamplingConfig(seed=1), 0, OPTIONS):
+        state = [(lane.passes, lane.elapsed_ms, lane.done) for lane in lanes]
+        if before is not None:
+            stepped = [i for i in range(3) if state[i][0] != before[i][0]]
+            assert len(stepped) == 1
+            waiting = [before[i][1] for i in range(3) if not before[i][2]]
+            assert before[stepped[0]][1] == min(waiting)
+        before = state
+    assert all(done for _, _, done in before)
+
+
+def test_each_lane_is_timed_by_its_own_steps_only(tiny_eagle):
+    started = time.perf_counter()
+    lanes = run_to_end(tiny_eagle, ["vanilla", "vanilla"], SamplingConfig(seed=2), 2, OPTIONS)
+    wall_ms = (time.perf_counter() - started) * 1000
+    assert all(lane.elapsed_ms > 0 for lane in lanes)
+    # Interleaved lanes share the wall time: their own times add up to no more than it.
+    assert lanes[0].elapsed_ms + lanes[1].elapsed_ms <= wall_ms
+
+
+def test_summary_counts_and_speedup(tiny_eagle):
+    lanes = run_to_end(tiny_eagle, ["vanilla", "lantern"], SamplingConfig(temperature=0.0), 0, OPTIONS)
+    rows = summary(lanes)
+    assert rows[0]["mean_accepted_length"] == 1.0
+    assert rows[0]["speedup_vs_vanilla"] == 1.0
+    assert rows[0]["target_passes"] == TINY_GPT.num_image_tokens
+    lantern = rows[1]
+    assert lantern["tokens"] == TINY_GPT.num_image_tokens
+    expected = (TINY_GPT.num_image_tokens - 1) / (lantern["target_passes"] - 1)
+    assert math.isclose(lantern["mean_accepted_length"], expected, rel_tol=1e-3)
+    assert math.isclose(lantern["speedup_vs_vanilla"], lanes[0].elapsed_ms / lanes[1].elapsed_ms, rel_tol=1e-2)
+    assert lantern["drafts_tested"] > 0 and 0 <= lantern["mean_accept_prob"] <= 1
+
+
+def test_speedup_needs_a_vanilla_lane(tiny_eagle):
+    lanes = run_to_end(tiny_eagle, ["eagle2", "lantern"], SamplingConfig(), 0, OPTIONS)
+    assert speedup(lanes[0], lanes) is None
+    assert summary(lanes)[1]["speedup_vs_vanilla"] is None
+
+
+def test_a_method_that_cannot_run_fails_before_any_update(tiny_model):
+    steps = interleave(tiny_model, ["vanilla", "eagle2"], SamplingConfig(), 0, OPTIONS)
+    with pytest.raises(InvalidInput, match="eagle2"):
+        next(steps)
+
+
+def test_missing_drafters_are_replaced_by_runnable_methods(tiny_model):
+    methods = usable_methods(tiny_model, ["vanilla", "eagle2", "lantern"], OPTIONS)
+    assert methods[0] == "vanilla" and len(set(methods)) == 3
+    assert "eagle2" not in methods and "lantern" not in methods
+
+
+def test_runtime_runs_a_whole_comparison_with_replacements(tiny_model):
+    runtime = Runtime(loader=lambda: tiny_model)
+    state = runtime.run(CompareRequest(class_name="green", k=8))
+    assert [lane.method for lane in state.lanes][0] == "vanilla"
+    assert len(state.finals) == 3 and state.finals[0].shape == (8, 8, 3)  # a 4 x 4 grid, 2x upsampling
+    assert state.max_step == max(len(lane.traces) for lane in state.lanes) - 1
+
+
+@pytest.mark.parametrize("field, value, shown", [
+    ("seed", 1.5, "seed 1.5"), ("seed", "abc", "seed 'abc'"), ("temperature", float("nan"), "temperature nan"),
+    ("temperature", 11.0, "temperature 11.0"), ("cfg_scale", 0.5, "CFG scale 0.5"), ("top_k", -1, "top-k -1"),
+    ("delta", 1.5, "delta 1.5"), ("k", 0, "k 0"), ("tree_depth", 0, "tree depth 0"),
+    ("tree_total", 1000, "tree total tokens 1000"), ("seed", None, "seed None"),
+])
+def test_bad_request_values_are_named(field, value, shown):
+    request = CompareRequest(**{field: value})
+    with pytest.raises(InvalidInput) as err:
+        request.sampling()
+        request.options()
+    assert shown in str(err.value)
+
+
+def test_unknown_methods_are_named():
+    with pytest.raises(InvalidInput, match="'nope'"):
+        CompareRequest(methods=("vanilla", "nope")).checked_methods()

@@ -1,0 +1,120 @@
+"""Figures, shipped-file readers and the page's words, without a browser."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from app import plots, shipped, text
+from app.compare import run_to_end
+from app.detail import token_detail
+from engine.config import SamplingConfig
+from engine.drafters.eagle_net import EagleNet
+from engine.methods import MethodOptions
+from tests.conftest import TINY_GPT
+
+SWEEP = {"points": [
+    {"delta": 0.0, "k": 64, "speedup": 1.1, "class_accuracy": 0.9, "fid_proxy": 3.0, "mal": 1.3},
+    {"delta": 0.2, "k": 64, "speedup": 1.6, "class_accuracy": 0.85, "fid_proxy": 3.4, "mal": 1.9},
+    {"delta": 0.2, "k": 256, "speedup": 1.7, "class_accuracy": 0.84, "fid_proxy": 3.6, "mal": 2.0},
+    {"delta": 0.4, "k": 64, "speedup": 2.0, "class_accuracy": 0.8, "fid_proxy": 4.1, "mal": 2.4},
+], "config": {"n_images": 24, "temperature": 1.0}}
+
+
+@pytest.fixture
+def lanes(tiny_model):
+    torch.manual_seed(1)
+    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
+    return run_to_end(tiny_model, ["vanilla", "eagle2", "lantern"], SamplingConfig(temperature=1.0, seed=4), 1,
+                      MethodOptions(k=8, delta=0.3))
+
+
+def test_accepted_length_chart_has_one_line_per_method(lanes):
+    series = [(lane.title, [t.accepted_length for t in lane.traces[1:]]) for lane in lanes]
+    fig = plots.accepted_length_figure(series, step=3)
+    assert [trace.name.split(" (")[0] for trace in fig.data] == ["Vanilla", "EAGLE-2", "LANTERN"]
+    assert list(fig.data[0].y) == [1] * (TINY_GPT.num_image_tokens - 1)
+    assert sum(fig.data[2].y) == TINY_GPT.num_image_tokens - 1
+
+
+def test_tree_figure_colours_nodes_by_verdict(lanes):
+    trace = max(lanes[1].traces[1:], key=lambda t: len(t.tree_tokens))
+    fig = plots.tree_figure(trace, highlight=[1])
+    nodes = fig.data[1]
+    assert len(nodes.x) == len(trace.tree_tokens)
+    colours = list(nodes.marker.color)
+    for verdict in trace.verdicts:
+        assert colours[verdict.node] == (plots.ACCEPTED if verdict.accepted else plots.REJECTED)
+    untested = set(range(1, len(trace.tree_tokens))) - {v.node for v in trace.verdicts}
+    assert all(colours[node] == plots.UNTESTED for node in untested)
+
+
+def test_tree_layout_separates_nodes():
+    parents, depths = np.array([-1, 0, 0, 1, 1, 2]), np.array([0, 1, 1, 2, 2, 2])
+    xy = plots.tree_layout(parents, depths)
+    assert len({tuple(p) for p in xy}) == len(parents)
+    assert list(xy[:, 0]) == list(depths)
+
+
+def test_latent_figure_marks_drafts_neighbours_and_set_a(lanes):
+    coords = np.random.default_rng(0).normal(size=(TINY_GPT.vocab_size, 2))
+    detail = next(d for d in (token_detail(lanes[2].traces, p) for p in range(16))
+                  if any(len(c.used) for c in d.candidates))
+    fig = plots.latent_figure(coords, "test", detail, neighbours=np.arange(8))
+    names = [trace.name for trace in fig.data]
+    assert names[0] == "codebook" and len(fig.data[0].x) == TINY_GPT.vocab_size
+    assert any(name.startswith("A of") for name in names)
+    assert any(name.startswith("8 nearest") for name in names)
+    assert fig.data[-1].name.startswith("kept") and fig.data[-1].x[0] == coords[detail.token, 0]
+
+
+def test_sweep_file_renders_with_the_current_setting_marked(tmp_path):
+    (tmp_path / shipped.SWEEP_FILE).write_text(json.dumps(SWEEP))
+    points, config = shipped.load_sweep(tmp_path)
+    assert len(points) == 4 and config["n_images"] == 24
+    fig = plots.tradeoff_figure(points, delta=0.21, k=200)
+    marked = [trace for trace in fig.data if trace.name and trace.name.startswith("current")]
+    assert len(marked) == 2  # on both panels
+    assert marked[0].x[0] == 1.7 and marked[0].y[0] == 3.6 and marked[1].y[0] == 0.84
+
+
+def test_no_sweep_shipped_and_bad_sweeps(tmp_path):
+    assert shipped.load_sweep(tmp_path) is None
+    broken = {"points": [{"delta": 0.1, "k": 8, "speedup": 1.2}]}
+    with pytest.raises(shipped.SweepFormatError, match="class_accuracy"):
+        shipped.parse_sweep(broken)
+    with pytest.raises(shipped.SweepFormatError):
+        shipped.parse_sweep({"points": []})
+
+
+def test_projection_is_used_only_for_the_codebook_it_was_made_from(tmp_path):
+    weights = np.random.default_rng(1).normal(size=(32, 8)).astype(np.float32)
+    fallback = shipped.load_projection(weights, tmp_path)
+    assert fallback.name.startswith("PCA") and fallback.coords.shape == (32, 2)
+    coords = np.arange(64, dtype=np.float32).reshape(32, 2)
+    np.save(tmp_path / shipped.UMAP_FILE, coords)
+    (tmp_path / shipped.UMAP_META).write_text(json.dumps({"codebook_sha256": shipped.codebook_fingerprint(weights)}))
+    loaded = shipped.load_projection(weights, tmp_path)
+    assert loaded.name == "UMAP" and np.array_equal(loaded.coords, coords)
+    assert shipped.load_projection(weights + 1, tmp_path).name.startswith("PCA")
+
+
+def test_words_quote_the_live_numbers(lanes):
+    lesson = text.how_it_works(lanes, 0.3, 8, TINY_GPT.vocab_size)
+    entropy = np.mean([e for lane in lanes for t in lane.traces for e in t.entropy_bits])
+    assert f"{entropy:.2f} bits" in lesson and "delta = 0.3, k = 8" in lesson
+    assert "| LANTERN (relaxed) |" in lesson and "| EAGLE-2 (lossless) |" in lesson
+    assert "Its entropy is typically" in text.how_it_works(None, 0.2, 64, 1024)
+    from app.compare import summary
+
+    row = summary(lanes)[2]
+    counters = text.counters_html(row)
+    assert f"{row['mean_accepted_length']:.2f}" in counters and f"{row['target_passes']}" in counters
+
+
+def test_inspector_words_list_every_try(lanes):
+    detail = next(d for d in (token_detail(lanes[2].traces, p) for p in range(1, 16)) if d.candidates)
+    words = text.detail_markdown("LANTERN", detail, TINY_GPT.grid_size, np.arange(8), 0.3, 8)
+    assert f"kept code **{detail.token}**" in words
+    assert words.count("| ") >= len(detail.candidates) + 2
+    assert text.detail_markdown("x", None, 4, None, 0.2, 8).startswith("Click")

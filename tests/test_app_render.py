@@ -1,0 +1,116 @@
+"""Pictures and token details drawn from real traces of the tiny random model."""
+import numpy as np
+import pytest
+import torch
+
+from app import render
+from app.compare import run_to_end
+from app.detail import first_position, token_detail
+from engine.config import SamplingConfig
+from engine.drafters.eagle_net import EagleNet
+from engine.methods import MethodOptions
+from tests.conftest import TINY_GPT
+
+GRID = TINY_GPT.grid_size
+TOTAL = TINY_GPT.num_image_tokens
+DELTA = 0.3
+
+
+@pytest.fixture
+def lanes(tiny_model):
+    torch.manual_seed(1)
+    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
+    return run_to_end(tiny_model, ["vanilla", "eagle2", "lantern"], SamplingConfig(temperature=1.0, seed=4), 1,
+                      MethodOptions(k=8, delta=DELTA))
+
+
+def test_partial_images_grey_out_exactly_the_cells_not_yet_generated():
+    image = np.random.default_rng(0).integers(0, 255, (8, 8, 3), dtype=np.uint8)
+    out = render.grey_out(image, render.known_cells(5, GRID), size=64)
+    assert out.shape == (64, 64, 3)
+    cell = 16
+    for position in range(TOTAL):
+        row, col = divmod(position, GRID)
+        block = out[row * cell:(row + 1) * cell, col * cell:(col + 1) * cell]
+        source = render.upscale(image, 64)[row * cell:(row + 1) * cell, col * cell:(col + 1) * cell]
+        if position < 5:
+            assert np.array_equal(block, source)
+        else:
+            colours = {tuple(c) for c in block.reshape(-1, 3)}
+            assert colours == {tuple(render.PENDING), tuple(render.PENDING_EDGE)}
+
+
+def test_padding_keeps_the_known_prefix():
+    padded = render.padded_tokens(np.array([7, 8, 9]), TOTAL, filler=0)
+    assert padded.tolist()[:4] == [7, 8, 9, 0] and len(padded) == TOTAL
+
+
+def test_vanilla_tokens_are_all_the_targets_own_draws(lanes):
+    codes = render.acceptance_codes(lanes[0].traces, TOTAL)
+    assert (codes == render.BONUS).all()
+
+
+def test_acceptance_codes_match_the_traces(lanes):
+    for lane in lanes[1:]:
+        codes = render.acceptance_codes(lane.traces, TOTAL)
+        drafted = sum(len(t.accepted_nodes) for t in lane.traces)
+        assert (codes == render.DRAFTED).sum() == drafted
+        assert (codes != render.NOT_YET).all()
+        midway = len(lane.traces) // 2
+        partial = render.acceptance_codes(lane.traces, TOTAL, upto=midway)
+        assert (partial != render.NOT_YET).sum() == render.tokens_after(lane.traces, midway)
+
+
+def test_acceptance_map_colours_and_highlight():
+    codes = np.array([render.DRAFTED, render.BONUS] + [render.NOT_YET] * (TOTAL - 2), np.int8)
+    picture = render.acceptance_map(codes, GRID, highlight=[1], size=64)
+    assert picture.shape == (64, 64, 3)
+    assert np.array_equal(picture[8, 8], render.MAP_COLOURS[render.DRAFTED])
+    assert np.array_equal(picture[40, 40], render.MAP_COLOURS[render.NOT_YET])
+    assert np.array_equal(picture[8, 16], render.HIGHLIGHT)  # the left edge of highlighted cell 1
+    assert np.array_equal(picture[8, 24], render.MAP_COLOURS[render.BONUS])
+
+
+def test_pixels_map_to_the_cells_under_them():
+    assert render.position_of_pixel(0, 0, GRID) == 0
+    assert render.position_of_pixel(255, 0, GRID) == GRID - 1
+    assert render.position_of_pixel(70, 130, GRID) == 2 * GRID + 1
+    assert render.position_of_pixel(999, 999, GRID) == TOTAL - 1
+
+
+def test_each_position_is_produced_by_exactly_one_step(lanes):
+    for lane in lanes:
+        for position in range(TOTAL):
+            step, offset = render.step_of_position(lane.traces, position)
+            assert lane.traces[step].new_positions[offset] == position
+
+
+def test_token_details_tell_the_story_of_every_position(lanes):
+    for lane in lanes[1:]:
+        tokens = lane.tokens
+        for position in range(TOTAL):
+            detail = token_detail(lane.traces, position)
+            assert detail.token == tokens[position]
+            accepted = [c for c in detail.candidates if c.accepted]
+            if detail.from_draft:
+                assert len(accepted) == 1 and accepted[0].token == detail.token
+                assert detail.candidates[-1].accepted  # nothing is tried after an acceptance
+            else:
+                assert not accepted
+            for cand in detail.candidates:
+                assert cand.used_mass.sum() <= DELTA + 1e-9
+                if lane.lossless:
+                    assert len(cand.used) == 0
+
+
+def test_relaxed_lane_credits_neighbours_somewhere(lanes):
+    credited = [c for position in range(TOTAL) for c in token_detail(lanes[2].traces, position).candidates
+                if len(c.used)]
+    assert credited, "LANTERN with delta 0.3 should move some neighbour mass onto some draft"
+
+
+def test_first_position_of_a_step(lanes):
+    lane = lanes[1]
+    assert first_position(lane.traces[0]) == 0
+    assert first_position(lane.traces[1]) == 1
+    assert token_detail(lane.traces, TOTAL + 3) is None

@@ -1,0 +1,104 @@
+"""The launched app on the shipped embedded model, driven through its API with gradio_client."""
+import threading
+import time
+
+import pytest
+import torch
+from PIL import Image
+
+from app.request import DEFAULT_METHODS
+from app.runtime import Runtime, usable_methods
+from engine.embedded import ASSETS, TARGET_FILE, TOKENIZER_FILE
+from engine.methods import MethodOptions
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.skipif(not (ASSETS / TARGET_FILE).exists() or not (ASSETS / TOKENIZER_FILE).exists(),
+                                reason="the embedded model is not in assets/")
+STATISTICS = 15  # index of the JSON statistics among the API's outputs (3 images, 3 maps, 3 counters, ...)
+
+
+def make_runtime() -> Runtime:
+    return Runtime()
+
+
+@pytest.fixture(scope="module")
+def server():
+    from app.ui import build_demo, launch_options
+
+    runtime = make_runtime()
+    runtime.start(warm=False)
+    demo = build_demo(runtime)
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_options())
+    yield url, runtime
+    demo.close()
+
+
+def method_args(runtime: Runtime) -> dict:
+    """The default methods where this model has their drafters, else runnable stand-ins."""
+    methods = usable_methods(runtime.model(), list(DEFAULT_METHODS), MethodOptions())
+    return {f"method_{i + 1}": name for i, name in enumerate(methods) if name != DEFAULT_METHODS[i]}
+
+
+def check_result(result, methods: int = 3) -> dict:
+    for path in result[:3]:
+        with Image.open(path) as image:
+            assert image.size == (256, 256)
+    statistics = result[STATISTICS]
+    assert len(statistics["methods"]) == methods
+    for row in statistics["methods"]:
+        assert row["done"] and row["tokens"] == 256
+    return statistics
+
+
+def test_default_compare_streams_then_returns_three_images_and_statistics(server):
+    from gradio_client import Client
+
+    url, runtime = server
+    job = Client(url, verbose=False).submit(api_name="/compare", **method_args(runtime))
+    result = job.result(timeout=240)
+    statistics = check_result(result)
+    assert len(job.outputs()) >= 3, "images should stream while decoding, not only arrive at the end"
+    rows = statistics["methods"]
+    assert [row["method"] for row in rows][0] == "vanilla" and rows[0]["speedup_vs_vanilla"] == 1.0
+    assert all(row["mean_accepted_length"] >= 1.0 for row in rows)
+    assert statistics["request"]["class_name"] == "cat"
+
+
+@pytest.mark.parametrize("arguments, named", [
+    ({"delta": 1.5}, "1.5"), ({"seed": -3}, "-3"), ({"class_name": "dragon"}, "dragon"),
+    ({"method_2": "warp"}, "warp"), ({"tree_total": 500}, "500"), ({"seed": 2**64}, str(2**64)),
+])
+def test_invalid_values_get_an_error_naming_them(server, arguments, named):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    url, _ = server
+    with pytest.raises(AppError) as err:
+        Client(url, verbose=False).predict(api_name="/compare", **arguments)
+    assert named in str(err.value)
+
+
+def test_four_concurrent_clients_all_complete_and_the_app_stays_up(server):
+    from gradio_client import Client
+
+    url, runtime = server
+    arguments = method_args(runtime)
+    results, errors = {}, []
+
+    def one_client(seed: int) -> None:
+        try:
+            results[seed] = Client(url, verbose=False).predict(api_name="/compare", seed=seed, **arguments)
+        except Exception as err:  # collected and reported below, with the seed that failed
+            errors.append((seed, repr(err)))
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=one_client, args=(seed,)) for seed in range(1, 5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert not errors, errors
+    assert sorted(results) == [1, 2, 3, 4]
+    seeds = {check_result(result)["request"]["seed"] for result in results.values()}
+    assert seeds == {1, 2, 3, 4}
+    assert time.perf_counter() - started < 600

@@ -1,0 +1,122 @@
+"""Text-to-image LlamaGen through the user's path: a weights folder laid out as on the Hub (LANTERN's
+Hugging Face Llama target and drafter, VQ-16, a FLAN-T5-style encoder), tiny random weights, the
+same loader and command line a user runs, and no network."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.config import SamplingConfig
+from engine.generate import generate
+from engine.models import load_model
+from engine.official import VQ16
+from engine.t2i import TextImageModel
+from engine.tokenizer import VQModel
+from tests.llamagen_reference import t2i_state, to_hf_llama, write_hf_folder
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB = VQ16.codebook_size  # a target and its tokenizer share the codebook
+WORDS = ["<pad>", "</s>", "<unk>"] + "a photo of cat blue car an astronaut riding horse".split()
+
+
+def _write_text_encoder(folder: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast, T5Config, T5EncoderModel
+
+    vocab = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    vocab.pre_tokenizer = pre_tokenizers.Whitespace()
+    vocab.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    PreTrainedTokenizerFast(tokenizer_object=vocab, pad_token="<pad>", eos_token="</s>",
+                            unk_token="<unk>").save_pretrained(folder)
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=len(WORDS), d_model=24, d_kv=8, d_ff=32, num_layers=1, num_heads=2)
+    T5EncoderModel(config).save_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def weights_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("official")
+    torch.manual_seed(0)
+    torch.save({"model": VQModel(VQ16).state_dict()}, root / "vq_ds16_t2i.pt")
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 256, "vocab_size": VOCAB,
+              "rms_norm_eps": 1e-5, "caption_dim": 24, "cls_token_num": 120, "block_size": 16}
+    write_hf_folder(root / "LlamaGen-T2I", to_hf_llama(t2i_state(64, 2, VOCAB, 24, 120, seed=2), 2), config)
+    g = torch.Generator().manual_seed(1)
+    drafter = {name: torch.randn(*shape, generator=g) * 0.3 for name, shape in {
+        "embed_tokens.weight": (VOCAB, 64), "fc.weight": (64, 128), "fc.bias": (64,),
+        "layers.0.self_attn.q_proj.weight": (64, 64), "layers.0.self_attn.k_proj.weight": (64, 64),
+        "layers.0.self_attn.v_proj.weight": (64, 64), "layers.0.self_attn.o_proj.weight": (64, 64),
+        "layers.0.mlp.gate_proj.weight": (256, 64), "layers.0.mlp.up_proj.weight": (256, 64),
+        "layers.0.mlp.down_proj.weight": (64, 256), "layers.0.post_attention_layernorm.weight": (64,)}.items()}
+    write_hf_folder(root / "llamagen_drafter", drafter, {"hidden_size": 64, "num_attention_heads": 4,
+                                                         "intermediate_size": 256, "rms_norm_eps": 1e-6})
+    _write_text_encoder(root / "flan-t5-xl")
+    return root
+
+
+def test_text_encoder_keeps_the_real_tokens_and_ignores_padding(weights_dir):
+    model = load_model("lantern_t2i_XL_256", weights_dir)
+    assert isinstance(model, TextImageModel)
+    features = model.encoder.encode("A  Blue car zebra")  # cleaned to "a blue car zebra" + </s>
+    assert features.shape == (5, 24)
+    t5 = model.encoder._model
+    ids = torch.tensor([[WORDS.index("a"), WORDS.index("blue"), WORDS.index("car"), 2, 1]])
+    with torch.no_grad():
+        unpadded = t5(input_ids=ids).last_hidden_state[0]
+    torch.testing.assert_close(features, unpadded, rtol=1e-5, atol=1e-5)
+
+
+def test_lantern_t2i_runs_every_method_and_lossless_ones_match_vanilla(weights_dir):
+    model = load_model("lantern_t2i_XL_256", weights_dir)
+    assert set(model.drafters) == {"eagle"}
+    bound = model.for_prompt("an astronaut riding a horse")
+    greedy = SamplingConfig(temperature=0.0, cfg_scale=4.0)
+    vanilla = generate(bound, "vanilla", greedy, 0).tokens
+    for method in ("eagle2", "sjd"):
+        assert generate(bound, method, greedy, 0).tokens.tolist() == vanilla.tolist(), method
+    other = generate(model.for_prompt("a blue car"), "vanilla", greedy, 0).tokens
+    assert other.tolist() != vanilla.tolist()  # the prompt reaches the model
+    assert bound.decode_images(torch.from_numpy(vanilla)[None]).shape == (1, 64, 64, 3)
+
+
+def _cli(args: list[str], env_extra: dict) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **env_extra}
+    return subprocess.run([sys.executable, "-m", "engine", "generate", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_command_line_generates_from_a_prompt(weights_dir, tmp_path):
+    run = _cli(["--model", "lantern_t2i_XL_256", "--weights-dir", str(weights_dir), "--prompt", "a photo of a cat",
+                "--temperature", "0", "--cfg", "4.0", "--tokens-out", str(tmp_path / "t.npy"),
+                "--out", str(tmp_path / "i.png"), "--device", "cpu"], {})
+    assert run.returncode == 0, run.stderr
+    model = load_model("lantern_t2i_XL_256", weights_dir).for_prompt("a photo of a cat")
+    expected = generate(model, "vanilla", SamplingConfig(temperature=0.0, cfg_scale=4.0), 0).tokens
+    assert np.load(tmp_path / "t.npy").tolist() == expected.tolist()
+    assert (tmp_path / "i.png").stat().st_size > 0
+    missing = _cli(["--model", "lantern_t2i_XL_256", "--weights-dir", str(weights_dir)], {})
+    assert missing.returncode == 2 and "--prompt" in missing.stderr
+
+
+def test_offline_without_weights_fails_at_once_saying_what_to_download(tmp_path):
+    started = time.perf_counter()
+    run = _cli(["--model", "c2i_B_256"], {"HF_HOME": str(tmp_path / "hf")})
+    assert time.perf_counter() - started < 60  # no network wait: import time only
+    assert run.returncode == 2
+    for url in ("https://huggingface.co/FoundationVision/LlamaGen/resolve/main/c2i_B_256.pt",
+                "https://huggingface.co/FoundationVision/LlamaGen/resolve/main/vq_ds16_c2i.pt"):
+        assert url in run.stderr
+    assert "--weights-dir" in run.stderr
+
+
+def test_weights_dir_lacking_a_file_names_it_and_where_it_goes(tmp_path):
+    run = _cli(["--model", "c2i_L_256", "--weights-dir", str(tmp_path)], {})
+    assert run.returncode == 2
+    assert f"put it at {tmp_path / 'c2i_L_256.pt'}" in run.stderr
+    assert f"put it at {tmp_path / 'vq_ds16_c2i.pt'}" in run.stderr
