@@ -1,0 +1,78 @@
+"""Checks on the weights shipped in assets/ (slower than the tiny-model tests, still seconds)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.dataset import make_images, to_tensor_range
+from engine.models import load_embedded, load_embedded_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_tokenizer_round_trips_real_images():
+    tokenizer = load_embedded_tokenizer()
+    images = to_tensor_range(np.concatenate([make_images(c, 2, seed=5) for c in range(12)]))
+    codes = tokenizer.encode(images)  # (24, 256)
+    assert codes.shape == (24, 256) and int(codes.max()) < 1024
+    recon = tokenizer.decode(codes, 16)
+    psnr = 10 * torch.log10(4.0 / (recon - images).pow(2).mean())
+    assert psnr > 20.0
+    again = tokenizer.encode(recon)
+    assert (again == codes).float().mean() > 0.6  # decoded images map back to mostly the same codes
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_generate_command_writes_an_image_and_tokens(tmp_path):
+    out, tokens = tmp_path / "image.png", tmp_path / "tokens.npy"
+    result = run_cli("generate", "--class-id", "grass", "--seed", "3", "--temperature", "1.0",
+                     "--cfg", "4.0", "--top-k", "0", "--top-p", "1.0", "--method", "vanilla",
+                     "--out", str(out), "--tokens-out", str(tokens))
+    assert result.returncode == 0, result.stderr
+    saved = np.load(tokens)
+    assert saved.shape == (256,) and out.stat().st_size > 0
+    from PIL import Image
+
+    assert Image.open(out).size == (64, 64)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--class-id", "99"], "class id 99 is out of range; allowed: 0 to 11"),
+    (["--temperature", "-1"], "temperature -1.0 is out of range"),
+    (["--top-p", "0"], "top-p 0.0 is out of range; allowed: (0, 1]"),
+    (["--method", "turbo"], "unknown method 'turbo'"),
+    (["--method", "lantern", "--delta", "1.5"], "delta 1.5 is out of range; allowed: 0 to 1"),
+    (["--method", "relaxed_sjd", "--k", "5000"], "k 5000 is out of range; allowed: 1 to 1023"),
+    (["--method", "eagle2", "--tree-depth", "0"], "tree depth 0 is out of range"),
+])
+def test_bad_command_line_values_get_one_clear_error(tmp_path, args, message):
+    result = run_cli("generate", "--out", str(tmp_path / "x.png"), *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_weight_file_is_reported_with_its_path(tmp_path):
+    from engine.weights import WeightsError
+
+    with pytest.raises(WeightsError, match="target.safetensors not found"):
+        load_embedded(tmp_path)
+
+
+def test_shipped_model_generates_reproducibly():
+    from engine.config import SamplingConfig
+    from engine.generate import generate
+
+    model = load_embedded()
+    first = generate(model, "vanilla", SamplingConfig(temperature=1.0, seed=11), "coins")
+    second = generate(model, "vanilla", SamplingConfig(temperature=1.0, seed=11), "coins")
+    assert np.array_equal(first.tokens, second.tokens)
