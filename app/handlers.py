@@ -179,3 +179,22 @@ def tradeoff(delta: float, k: int) -> tuple:
     setting = ", ".join(f"{key} {value}" for key, value in config.items())
     note = f"{len(points)} benchmark runs" + (f" ({setting})" if setting else "") + "."
     return plots.tradeoff_figure(points, float(delta), int(k)), note
+
+
+def on_load(runtime: Runtime, delta: float, k: int) -> Iterator[list]:
+    """At page load: the codebook and the sweep at once, then the start-up comparison when ready.
+    Outputs: a comparison's, then the panels' method choices, then the trade-off plot and note."""
+    after = [gr.skip()] * len(AFTER_PANELS)
+    try:
+        after[AFTER_PANELS.index("latent_plot")] = codebook_figure(runtime)
+    except (OSError, RuntimeError, ValueError) as err:  # no model: the page still comes up and says so
+        runtime.warm_error = runtime.warm_error or f"the model could not be loaded: {err}"
+    waiting = [text.waiting_html(runtime.warm_error or "Computing a first comparison…")] * PANELS
+    yield [gr.skip()] * (2 * PANELS) + waiting + after + [gr.skip()] * PANELS + list(tradeoff(delta, k))
+    state = runtime.cached_run(timeout=300)
+    if state is None:
+        message = [text.waiting_html(runtime.warm_error or "Press Run to start.")] * PANELS
+        yield [gr.skip()] * (2 * PANELS) + message + [gr.skip()] * (len(AFTER_PANELS) + PANELS + 2)
+        return
+    methods = _pad([lane.method for lane in state.lanes], gr.skip())
+    yield final_outputs(runtime, state) + methods + [gr.skip(), gr.skip()]

@@ -87,18 +87,19 @@ class Runtime:
         finals = self.decode([lane.tokens for lane in lanes])
         return RunState(request, lanes, finals, model.grid_size, model.target.cfg.vocab_size)
 
-    def start(self, warm: bool = True) -> threading.Thread:
-        """Load the model (and, if `warm`, compute the default comparison) in a daemon thread."""
+    def start(self, warm: bool = True, request: CompareRequest = CompareRequest()) -> threading.Thread:
+        """Load the model (and, if `warm`, compute the `request` comparison) in a daemon thread."""
         self._computing_run = warm
-        thread = threading.Thread(target=self._warm_up, args=(warm,), name="explorer-warm-up", daemon=True)
+        thread = threading.Thread(target=self._warm_up, args=(request if warm else None,),
+                                  name="explorer-warm-up", daemon=True)
         thread.start()
         return thread
 
-    def _warm_up(self, compute_run: bool) -> None:
+    def _warm_up(self, request: CompareRequest | None) -> None:
         try:
             self.projection()
-            if compute_run:
-                self._cached = self.run(CompareRequest())
+            if request is not None:
+                self._cached = self.run(request)
         except Exception as err:  # the page must come up even if the first run cannot be made
             log.exception("warm-up failed")
             self.warm_error = str(err)

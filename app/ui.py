@@ -133,7 +133,7 @@ def _compare_handler(runtime: Runtime):
 
 def _load_handler(runtime: Runtime):
     def on_load(delta, k):  # a generator, so that Gradio streams its two updates
-        yield from _on_load(runtime, delta, k)
+        yield from handlers.on_load(runtime, delta, k)
 
     return on_load
 
@@ -152,21 +152,3 @@ def _wire_inspector(runtime: Runtime, images: list, scrubber: gr.Slider, run_sta
 
         image.select(on_select, [run_state], inspector + [inspect_panel], api_visibility="private",
                      concurrency_id="inspect", concurrency_limit=4, show_progress="hidden")
-
-
-def _on_load(runtime: Runtime, delta: float, k: int):
-    """Show the codebook and the sweep at once, then the start-up comparison when it is ready."""
-    outputs = 3 * PANELS + len(handlers.AFTER_PANELS)
-    figure, note = handlers.tradeoff(delta, k)
-    waiting = [text.waiting_html("Computing a first comparison…")] * PANELS
-    first = [gr.skip()] * (2 * PANELS) + waiting + [gr.skip()] * len(handlers.AFTER_PANELS)
-    first[3 * PANELS + handlers.AFTER_PANELS.index("latent_plot")] = handlers.codebook_figure(runtime)
-    yield first + [gr.skip()] * PANELS + [figure, note]
-    state = runtime.cached_run(timeout=300)
-    if state is None:
-        message = runtime.warm_error or "Press Run to start."
-        yield [gr.skip()] * (2 * PANELS) + [text.waiting_html(message)] * PANELS + [gr.skip()] * (
-            outputs - 3 * PANELS) + [gr.skip()] * (PANELS + 2)
-        return
-    methods = [lane.method for lane in state.lanes]
-    yield handlers.final_outputs(runtime, state) + methods + [gr.skip(), gr.skip()]

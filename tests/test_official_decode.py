@@ -72,3 +72,13 @@ def test_prompt_bound_target_equals_the_padded_and_masked_reference(tmp_path):
     expected = _reference_t2i_greedy(state, caption, 3.0)
     assert len(set(expected)) > 4
     assert result.tokens.tolist() == expected
+
+
+def test_bfloat16_placement_keeps_rope_in_fp32_and_decodes(tmp_path):
+    from engine.official import place
+
+    model, _ = _c2i_model(tmp_path)
+    place(model.target, "cpu", torch.bfloat16)
+    assert model.target.output.weight.dtype == torch.bfloat16 and model.target.rope.dtype == torch.float32
+    result = generate(model, "vanilla", SamplingConfig(temperature=1.0, seed=0, cfg_scale=4.0), 0)
+    assert len(result.tokens) == 16 and result.tokens.max() < 64

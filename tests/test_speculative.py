@@ -88,3 +88,36 @@ def test_accepted_paths_keep_the_cache_consistent(tiny_model):
     # Three drafts accepted and one bonus token per pass: 1 + ceil(15 / 4) passes in all.
     assert len(traces) == 1 + 4
     assert all(not v.accepted for t in traces[1:] for v in t.verdicts[:1])
+
+
+def test_keeping_an_accepted_path_gives_the_logits_of_a_full_recomputation():
+    from engine.kv_cache import KVCache
+    from engine.sampling import combine_cfg
+    from engine.tree import DraftTree
+    from engine.verify import target_pass
+
+    model = tiny_gpt()
+    cfg = TINY_GPT
+    rows = torch.tensor([2, cfg.num_classes])
+    prefix_tokens = [5, 9, 11]
+    sampling = SamplingConfig(temperature=1.0, cfg_scale=1.5)
+    with torch.no_grad():
+        cache = KVCache(cfg.n_layer, 2, cfg.n_head, cfg.block_size + 16, cfg.head_dim)
+        h = torch.cat([model.embed_condition(rows), model.embed_tokens(torch.tensor(prefix_tokens[:-1]).expand(2, -1))], 1)
+        n = h.shape[1]
+        pos = torch.arange(n)
+        model(h, pos, cache, pos, torch.ones(n, n, dtype=torch.bool).tril())
+        # Root = the last prefix token; two branches, the second (nodes 3, 4) is kept.
+        tree = DraftTree(torch.tensor([prefix_tokens[-1], 7, 8, 20, 21]), torch.tensor([-1, 0, 1, 0, 3]),
+                         torch.ones(5, dtype=torch.float64))
+        target_pass(model, cache, n, tree, sampling, rows=2)
+        cache.keep(torch.tensor([0, 3, 4]) + n, n)
+        committed = n + 3
+        after = DraftTree.root_only(30)
+        kept_logits = target_pass(model, cache, committed, after, sampling, rows=2).probs[0]
+        sequence = prefix_tokens + [20, 21, 30]
+        full = model.training_logits(rows, torch.tensor(sequence + [0]).expand(2, -1))[:, -1:]
+        from engine.sampling import distribution
+
+        expected = distribution(combine_cfg(full, sampling.cfg_scale), sampling)[0].numpy()
+    np.testing.assert_allclose(kept_logits, expected, rtol=1e-4, atol=1e-6)
