@@ -41,7 +41,7 @@ def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | Non
     """The codebook in 2-D; with a selected token: its drafts, k nearest neighbours and set A."""
     fig = go.Figure()
     ids = np.arange(len(coords))
-    fig.add_trace(go.Scattergl(x=coords[:, 0], y=coords[:, 1], mode="markers", name="codebook",
+    fig.add_trace(go.Scatter(x=coords[:, 0], y=coords[:, 1], mode="markers", name="codebook",
                                marker=dict(size=4, color="#c9ced8"), text=[f"code {i}" for i in ids],
                                hoverinfo="text"))
     if detail is not None and detail.candidates:

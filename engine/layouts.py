@@ -8,6 +8,7 @@ recognise is passed on unchanged, so that the strict loader lists it as unexpect
 """
 from __future__ import annotations
 
+import argparse
 import json
 import pickle
 import zipfile
@@ -28,8 +29,11 @@ def read_torch_file(path: Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise WeightsError(f"checkpoint {path} not found")
     try:
-        # mmap keeps multi-GB checkpoints out of memory until a tensor is copied into the model.
-        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+        # LlamaGen's training scripts store their argparse options under "args"; a Namespace holds
+        # plain values, so allowing it keeps the load free of code execution.
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            # mmap keeps multi-GB checkpoints out of memory until a tensor is copied into the model.
+            obj = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as err:
         raise WeightsError(f"{path} is not a readable PyTorch checkpoint ({str(err).splitlines()[0]}); "
                            "download it again") from err

@@ -244,4 +244,6 @@ def load_official(name: str, weights_dir: Path | None = None, device: str | torc
     from engine.t2i import TextImageModel
     from engine.text_encoder import TextEncoder
 
-    return TextImageModel(target, tokenizer, TextEncoder(text_folder[0], device), name=name, drafters=drafters)
+    # The caption is cut to the prefix length the model was trained with (LlamaGen: 120 tokens).
+    encoder = TextEncoder(text_folder[0], device, max_tokens=target.cfg.cls_token_num)
+    return TextImageModel(target, tokenizer, encoder, name=name, drafters=drafters)

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.config import InvalidInput
 from engine.gpt import GPT, GPTConfig, rope_table_2d
 from engine.models import ImageModel
 from engine.tokenizer import VQModel
@@ -71,7 +72,7 @@ class PromptTarget(GPT):
         nn.Module.__init__(self)
         n = caption.shape[0]
         if not 1 <= n <= model.cfg.cls_token_num:
-            raise ValueError(f"caption has {n} tokens; allowed: 1 to {model.cfg.cls_token_num}")
+            raise InvalidInput(f"caption has {n} tokens; allowed: 1 to {model.cfg.cls_token_num}")
         self.cfg = replace(model.cfg, cls_token_num=n, num_classes=1)
         self.tok_embeddings, self.layers = model.tok_embeddings, model.layers
         self.norm, self.output = model.norm, model.output

@@ -23,6 +23,7 @@ def runtime(tiny_model):
 
 def test_compare_streams_previews_then_everything(runtime, monkeypatch):
     monkeypatch.setattr(handlers, "MIN_UPDATE_S", 0.0)  # a preview after every step
+    monkeypatch.setattr(handlers, "DECODE_SHARE", 0.0)
     updates = list(handlers.compare(runtime, REQUEST))
     assert all(len(update) == OUTPUTS for update in updates)
     previews, final = updates[:-1], updates[-1]

@@ -118,3 +118,16 @@ def test_inspector_words_list_every_try(lanes):
     assert f"kept code **{detail.token}**" in words
     assert words.count("| ") >= len(detail.candidates) + 2
     assert text.detail_markdown("x", None, 4, None, 0.2, 8).startswith("Click")
+
+
+def test_the_shipped_projection_belongs_to_the_shipped_tokenizer():
+    from engine.embedded import ASSETS, TOKENIZER_FILE
+
+    if not (ASSETS / shipped.UMAP_FILE).exists() or not (ASSETS / TOKENIZER_FILE).exists():
+        pytest.skip("no projection or tokenizer shipped in assets/")
+    from engine.models import load_embedded_tokenizer
+
+    weights = load_embedded_tokenizer().quantize.embedding.weight.detach().float().numpy()
+    projection = shipped.load_projection(weights)
+    assert projection.name == "UMAP", "rerun python -m app.precompute_umap after retraining the tokenizer"
+    assert np.isfinite(projection.coords).all()

@@ -37,6 +37,18 @@ def test_c2i_checkpoint_loads_strictly_and_ignores_rope_buffers(tmp_path, wrappe
         assert torch.equal(loaded[key], value), key
 
 
+def test_training_checkpoint_with_options_and_optimizer_loads(tmp_path):
+    """LlamaGen's training scripts save {"model", "optimizer", "steps", "args": argparse.Namespace}."""
+    import argparse
+
+    state = c2i_state(64, 2, 64, 3)
+    options = argparse.Namespace(gpt_model="GPT-B", image_size=256, lr=1e-4, ema=False, cloud_save_path=None)
+    torch.save({"model": state, "optimizer": {"state": {}, "param_groups": [{"lr": 1e-4}]}, "steps": 5,
+                "args": options}, tmp_path / "c2i.pt")
+    loaded = load_llamagen_gpt(tmp_path / "c2i.pt", CFG).state_dict()
+    assert torch.equal(loaded["output.weight"], state["output.weight"])
+
+
 def test_missing_and_unexpected_keys_are_listed(tmp_path):
     state = c2i_state(64, 2, 64, 3)
     state["layers.1.attention.wq.weight"] = state.pop("layers.1.attention.wqkv.weight")
@@ -154,3 +166,25 @@ def _saved(tmp_path):
     path = tmp_path / "c2i.pt"
     torch.save({"model": c2i_state(64, 2, 64, 3)}, path)
     return path
+
+
+def test_offline_folder_download_fails_at_once_with_instructions():
+    import time
+
+    from huggingface_hub import snapshot_download  # noqa: F401  (import time is not what is measured)
+
+    from engine.hub import resolve_folder
+
+    started = time.perf_counter()
+    with pytest.raises(WeightsError, match=r"download the files of https://huggingface.co/lantern-tests/absent "
+                                           r"matching config.json into a folder DIR/absent and pass --weights-dir"):
+        resolve_folder("lantern-tests/absent", ["config.json"], ["config.json"], None)
+    assert time.perf_counter() - started < 20  # a network attempt would wait far longer
+
+
+def test_half_copied_folder_names_the_missing_file(tmp_path):
+    from engine.hub import resolve_folder
+
+    (tmp_path / "llamagen_drafter").mkdir()
+    with pytest.raises(WeightsError, match="llamagen_drafter lacks config.json"):
+        resolve_folder("jadohu/llamagen_drafter", ["*.json"], ["config.json"], tmp_path)
