@@ -55,11 +55,16 @@ class SamplingConfig:
 
 @dataclass(frozen=True)
 class TreeConfig:
-    """EAGLE-2 dynamic tree: `depth` drafter calls, `top_k` children per node, `total_tokens` kept."""
+    """EAGLE-2 dynamic tree: `depth` drafter calls, `top_k` children per node, `total_tokens` kept.
+
+    The defaults were picked by measuring on a 2-core CPU, where verifying a node is far from free
+    (the paper's GPU setting, (59, 4, 10), suits hardware where it nearly is): small, deep trees
+    gave the best wall-clock speed-up for both EAGLE-2 and LANTERN.
+    """
 
     depth: int = 4
-    top_k: int = 6
-    total_tokens: int = 16
+    top_k: int = 2
+    total_tokens: int = 6
 
     def __post_init__(self) -> None:
         _require(1 <= self.depth <= 16, f"tree depth {self.depth} is out of range; allowed: 1 to 16")

@@ -66,7 +66,7 @@ def test_page_runs_a_comparison_end_to_end(page_url, browser):
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     page.goto(url, wait_until="domcontentloaded")
     # Something meaningful at load: the codebook map at once, then the start-up comparison's images.
-    page.wait_for_selector("#latent-plot .js-plotly-plot", timeout=60_000)
+    page.wait_for_selector("#latent-plot .js-plotly-plot", timeout=300_000)
     page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
     page.screenshot(path=str(SHOTS / "1_page_load.png"), full_page=True)
     _choose_methods(page, runtime)
