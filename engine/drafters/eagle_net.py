@@ -46,7 +46,7 @@ def training_forward(net: EagleNet, target: GPT, tokens: torch.Tensor, features:
     """
     prev = features[:, :-1]  # (B, N, D)
     if noise > 0:
-        prev = prev + (torch.rand(prev.shape, generator=gen) * 2 - 1) * noise
+        prev = prev + (torch.rand(prev.shape, generator=gen).to(prev.device) * 2 - 1) * noise
     n = tokens.shape[1]
     positions = target.cfg.cls_token_num + torch.arange(n)  # x_t sits at sequence index cls + t
     causal = torch.ones(n, n, dtype=torch.bool).tril()
