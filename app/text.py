@@ -47,7 +47,8 @@ def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbour
     how = "an **accepted draft**" if detail.from_draft else "drawn by the **target itself** (bonus or correction)"
     lines = [f"**{title}, row {row}, column {col} (step {detail.step})**: kept code **{detail.token}**, {how}."]
     if not detail.candidates:
-        lines.append("\nNo draft was proposed for this position (a prefill or vanilla step).")
+        lines.append("\nNo draft reached this position (the draft tree ended before it, or the method drafts "
+                     "nothing), so the target drew it itself: the pass's bonus token.")
         return "\n".join(lines)
     lines += ["", "| draft x | accept prob | | neighbours in A \\ {x}: code (target p) |", "|---|---|---|---|"]
     for cand in detail.candidates:
