@@ -20,9 +20,9 @@ class CompareRequest:
     top_k: int = 0
     delta: float = 0.2
     k: int = 64
-    tree_depth: int = 4
-    tree_top_k: int = 6
-    tree_total: int = 16
+    tree_depth: int = TreeConfig.depth
+    tree_top_k: int = TreeConfig.top_k
+    tree_total: int = TreeConfig.total_tokens
     methods: tuple[str, ...] = DEFAULT_METHODS
 
     def sampling(self) -> SamplingConfig:

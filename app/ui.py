@@ -10,6 +10,7 @@ from app.render import DISPLAY
 from app.request import DEFAULT_CLASS, DEFAULT_METHODS, CompareRequest
 from app.runtime import Runtime
 from app.shipped import SWEEP_FILE
+from engine.config import TreeConfig
 from engine.dataset import CLASS_NAMES
 from engine.embedded import ASSETS
 from engine.methods import METHODS
@@ -45,9 +46,9 @@ def _controls() -> dict:
          "k": gr.Slider(1, 512, value=64, step=1, label="k", elem_id="k-slider",
                         info="how many latent neighbours may lend their mass")}
     with gr.Accordion("Draft tree (EAGLE-2 and LANTERN)", open=False):
-        c["tree_depth"] = gr.Slider(1, 8, value=4, step=1, label="Depth")
-        c["tree_top_k"] = gr.Slider(1, 16, value=6, step=1, label="Children per node (top-k)")
-        c["tree_total"] = gr.Slider(2, 64, value=16, step=1, label="Total tokens in the tree")
+        c["tree_depth"] = gr.Slider(1, 8, value=TreeConfig.depth, step=1, label="Depth")
+        c["tree_top_k"] = gr.Slider(1, 16, value=TreeConfig.top_k, step=1, label="Children per node (top-k)")
+        c["tree_total"] = gr.Slider(2, 64, value=TreeConfig.total_tokens, step=1, label="Total tokens in the tree")
     return c
 
 
@@ -121,7 +122,8 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
 def _compare_handler(runtime: Runtime):
     @gpu
     def compare(class_name=DEFAULT_CLASS, seed=0, temperature=1.0, cfg_scale=4.0, top_k=0, delta=0.2, k=64,
-                tree_depth=4, tree_top_k=6, tree_total=16, method_1=DEFAULT_METHODS[0],
+                tree_depth=TreeConfig.depth, tree_top_k=TreeConfig.top_k,
+                tree_total=TreeConfig.total_tokens, method_1=DEFAULT_METHODS[0],
                 method_2=DEFAULT_METHODS[1], method_3=DEFAULT_METHODS[2]):
         """Decode one image per method, interleaved; stream images and counters, then everything."""
         request = CompareRequest(class_name, seed, temperature, cfg_scale, top_k, delta, k, tree_depth,
