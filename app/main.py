@@ -6,8 +6,14 @@ import os
 
 
 def main() -> None:
+    import torch
+
     from app.runtime import Runtime
     from app.ui import build_demo, launch_options
+
+    # Decoding steps are small: one thread per decode avoids OpenMP threads spinning against the
+    # server thread that renders previews (measured here as the larger cost on a 2-core machine).
+    torch.set_num_threads(int(os.environ.get("EXPLORER_THREADS", "1")))
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
     runtime = Runtime()
