@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 
@@ -92,6 +91,3 @@ def mask_for_cache(tree_mask: torch.Tensor, committed: int) -> torch.Tensor:
     prefix = torch.ones(tree_mask.shape[0], committed, dtype=torch.bool)
     return torch.cat([prefix, tree_mask], dim=1)
 
-
-def as_numpy_rows(probs: torch.Tensor) -> np.ndarray:
-    return probs.detach().cpu().numpy()
