@@ -16,11 +16,15 @@ from app import plots, render, text
 from app.compare import Lane, interleave, summary
 from app.detail import first_position, token_detail
 from app.request import CompareRequest
-from app.runtime import RunState, Runtime
+from app.runtime import RunState, Runtime, usable_methods
 from app.shipped import load_sweep
 from engine.config import InvalidInput
+from engine.methods import MethodOptions
+from engine.models import ImageModel
+from engine.t2i import TextImageModel
 
 PANELS = 3
+K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
 MIN_UPDATE_S = 0.3  # stream at most about three image updates a second ...
 DECODE_SHARE = 4  # ... and keep previews under about a fifth of the wall time (decoding costs)
 
@@ -43,15 +47,15 @@ def _pad(values: list, fill) -> list:
     return list(values) + [fill] * (PANELS - len(values))
 
 
-def _previews(runtime: Runtime, lanes: list[Lane], shown: list[int]) -> tuple[list, list]:
+def _previews(model: ImageModel, lanes: list[Lane], shown: list[int]) -> tuple[list, list]:
     """Greyed-out partial images and acceptance maps of the lanes with new tokens, gr.skip() for
     the others; `shown` (tokens on screen per lane) is updated."""
-    grid = runtime.model().grid_size
+    grid = model.grid_size
     changed = [i for i, lane in enumerate(lanes) if len(lane.tokens) != shown[i]]
     images, maps = [gr.skip()] * len(lanes), [gr.skip()] * len(lanes)
     if not changed:
         return images, maps
-    for i, image in zip(changed, runtime.decode([lanes[i].tokens for i in changed])):
+    for i, image in zip(changed, Runtime.decode(model, [lanes[i].tokens for i in changed])):
         count = len(lanes[i].tokens)
         images[i] = render.grey_out(image, render.known_cells(count, grid))
         codes = render.acceptance_codes(lanes[i].traces, lanes[i].num_tokens)
@@ -63,26 +67,24 @@ def _previews(runtime: Runtime, lanes: list[Lane], shown: list[int]) -> tuple[li
 def compare(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
     """Stream a comparison: images, maps and counters while decoding, everything else at the end."""
     try:
-        model = runtime.model()
-    except (OSError, RuntimeError, ValueError) as err:  # missing or broken asset files: say so
-        raise gr.Error(f"the model could not be loaded: {err}") from err
-    try:
+        model, condition = runtime.bound_model(request)
         options, sampling = request.options(), request.sampling()
-        class_id = model.class_id(request.class_name)
-        steps = interleave(model, request.checked_methods(), sampling, class_id, options)
+        steps = interleave(model, request.checked_methods(), sampling, condition, options)
         lanes = next(steps)  # every method's prefill: a method that cannot run fails here
     except InvalidInput as err:
         raise gr.Error(str(err)) from err
+    except (OSError, RuntimeError, ValueError) as err:  # missing or broken weight files: say so
+        raise gr.Error(f"model {request.model!r} could not be loaded: {err}") from err
     shown, due = [-1] * len(lanes), 0.0
     for lanes in itertools.chain([lanes], steps):  # the same list each time, updated in place
         if time.perf_counter() < due:
             continue
         started = time.perf_counter()
-        images, maps = _previews(runtime, lanes, shown)
+        images, maps = _previews(model, lanes, shown)
         stats = [text.counters_html(row) for row in summary(lanes)]
         yield _pad(images, None) + _pad(maps, None) + _pad(stats, "") + [gr.skip()] * len(AFTER_PANELS)
         due = time.perf_counter() + max(MIN_UPDATE_S, DECODE_SHARE * (time.perf_counter() - started))
-    yield final_outputs(runtime, runtime.finish(request, lanes))
+    yield final_outputs(runtime, runtime.finish(request, model, lanes))
 
 
 def final_outputs(runtime: Runtime, state: RunState) -> list:
@@ -129,10 +131,10 @@ def inspect_position(runtime: Runtime, state: RunState, panel: int, position: in
     panel = min(panel, len(state.lanes) - 1)
     lane = state.lanes[panel]
     detail = None if position is None else token_detail(lane.traces, position)
-    projection = runtime.projection()
+    projection = runtime.projection(state.model)
     neighbours = None
     if detail is not None and detail.drafted is not None:
-        neighbours = runtime.model().neighbours(state.request.k)[detail.drafted]
+        neighbours = state.model.neighbours(state.request.k)[detail.drafted]
     latent = plots.latent_figure(projection.coords, projection.name, detail, neighbours)
     tree = plots.tree_figure(lane.traces[detail.step], detail.tree_nodes) if detail else gr.skip()
     words = text.detail_markdown(lane.title, detail, state.grid, neighbours, state.request.delta, state.request.k)
@@ -179,6 +181,30 @@ def tradeoff(delta: float, k: int) -> tuple:
     setting = ", ".join(f"{key} {value}" for key, value in config.items())
     note = f"{len(points)} benchmark runs" + (f" ({setting})" if setting else "") + "."
     return plots.tradeoff_figure(points, float(delta), int(k)), note
+
+
+def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: list[str]) -> list:
+    """Load the model picked in the selector. Outputs: the class choice, the prompt box, the k
+    slider, the panels' methods (those this model cannot run replaced), a status line and the
+    codebook plot."""
+    try:
+        model = runtime.model(name)
+    except InvalidInput as err:
+        raise gr.Error(str(err)) from err
+    except (OSError, RuntimeError, ValueError) as err:  # offline, missing or broken files: say what to do
+        raise gr.Error(f"model {name!r} could not be loaded: {err}") from err
+    is_text = isinstance(model, TextImageModel)
+    runnable = model.without_prompt() if is_text else model
+    vocab = runnable.target.cfg.vocab_size
+    k = min(int(k), vocab - 1)
+    chosen = usable_methods(runnable, list(methods), MethodOptions(k=k))
+    classes = list(runnable.class_names)
+    class_update = gr.update(visible=not is_text, choices=classes,
+                             value=class_name if class_name in classes else classes[0])
+    return ([class_update, gr.update(visible=is_text), gr.update(maximum=min(vocab - 1, K_SLIDER_MAX), value=k)]
+            + _pad(chosen, gr.skip()) + [text.model_status(runnable, chosen, is_text),
+                                        plots.latent_figure(runtime.projection(model).coords,
+                                                            runtime.projection(model).name)])
 
 
 def on_load(runtime: Runtime, delta: float, k: int) -> Iterator[list]:

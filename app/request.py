@@ -24,6 +24,8 @@ class CompareRequest:
     tree_top_k: int = TreeConfig.top_k
     tree_total: int = TreeConfig.total_tokens
     methods: tuple[str, ...] = DEFAULT_METHODS
+    model: str = "embedded"
+    prompt: str = ""  # the caption, for text-to-image models
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(temperature=_number("temperature", self.temperature),

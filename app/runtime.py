@@ -1,11 +1,13 @@
-"""The model behind the page and the first comparison shown at page load.
+"""The models behind the page and the first comparison shown at page load.
 
-The model is loaded once, in a background thread started with the server, so that the page is ready
-in seconds; a default comparison computed right after it gives the page something real to show.
+The embedded model is loaded once, in a background thread started with the server, so that the page
+is ready in seconds; a default comparison computed right after it gives the page something real to
+show. Official models load on first use, from LANTERN_WEIGHTS_DIR or the Hugging Face Hub.
 """
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +22,12 @@ from app.shipped import Projection, load_projection
 from engine.config import InvalidInput
 from engine.methods import METHODS, get_method
 from engine.models import ImageModel
+from engine.official import MODELS as OFFICIAL_MODELS
+from engine.t2i import TextImageModel
+
+DEFAULT_MODEL = "embedded"
+MODEL_CHOICES = (DEFAULT_MODEL, *OFFICIAL_MODELS)
+WEIGHTS_DIR_VARIABLE = "LANTERN_WEIGHTS_DIR"  # a folder of official files, named as on the Hub
 
 log = logging.getLogger("app.runtime")
 
@@ -29,63 +37,87 @@ class RunState:
     """A finished comparison, kept per browser session so that any step can be replayed."""
 
     request: CompareRequest
+    model: ImageModel  # the model the lanes ran on, bound to the request's prompt if it takes one
     lanes: list[Lane]
     finals: list[np.ndarray]  # (H, W, 3) uint8 final image per lane
-    grid: int
-    vocab: int
+
+    @property
+    def grid(self) -> int:
+        return self.model.grid_size
+
+    @property
+    def vocab(self) -> int:
+        return self.model.target.cfg.vocab_size
 
     @property
     def max_step(self) -> int:
         return max(len(lane.traces) for lane in self.lanes) - 1
 
 
-def _default_loader() -> ImageModel:
-    """The embedded model, on the GPU when there is one."""
+def load_by_name(name: str) -> ImageModel | TextImageModel:
+    """A model by name, on the GPU when there is one; official files come from the folder named by
+    LANTERN_WEIGHTS_DIR, else from the Hugging Face Hub (offline: a clear error at once)."""
+    from pathlib import Path
+
     from engine.models import load_model
 
-    return load_model("embedded", device="cuda" if torch.cuda.is_available() else "cpu")
+    folder = os.environ.get(WEIGHTS_DIR_VARIABLE) if name != DEFAULT_MODEL else None
+    on_gpu = torch.cuda.is_available()
+    return load_model(name, Path(folder) if folder else None, device="cuda" if on_gpu else "cpu",
+                      dtype=torch.bfloat16 if on_gpu and name != DEFAULT_MODEL else None)
 
 
 class Runtime:
-    """Owns the model; thread-safe lazy loading; the cached first run."""
+    """Owns the models (loaded once each, thread-safe), their projections and the cached first run."""
 
-    def __init__(self, loader: Callable[[], ImageModel] = _default_loader):
+    def __init__(self, loader: Callable[[str], ImageModel | TextImageModel] = load_by_name):
         self._loader = loader
         self._lock = threading.Lock()
-        self._model: ImageModel | None = None
-        self._projection: Projection | None = None
+        self._models: dict[str, ImageModel | TextImageModel] = {}
+        self._projections: dict[str, Projection] = {}
         self._cached: RunState | None = None
         self._warm_done = threading.Event()
         self._computing_run = False
         self.warm_error: str | None = None
 
-    def model(self) -> ImageModel:
-        with self._lock:
-            if self._model is None:
-                self._model = self._loader()
-            return self._model
+    def model(self, name: str = DEFAULT_MODEL) -> ImageModel | TextImageModel:
+        if name not in MODEL_CHOICES:
+            raise InvalidInput(f"unknown model {name!r}; allowed: {', '.join(MODEL_CHOICES)}")
+        with self._lock:  # one load at a time: two users picking a large model load it once
+            if name not in self._models:
+                self._models[name] = self._loader(name)
+            return self._models[name]
 
-    def projection(self) -> Projection:
-        model = self.model()
+    def bound_model(self, request: CompareRequest) -> tuple[ImageModel, int]:
+        """The request's model, ready to decode, and the condition index to decode for: text-to-image
+        models are bound to the request's prompt (their one condition), others take its class."""
+        model = self.model(request.model)
+        if isinstance(model, TextImageModel):
+            prompt = str(request.prompt or "").strip()
+            if not prompt:
+                raise InvalidInput(f"model {request.model!r} draws from a caption; write a prompt")
+            return model.for_prompt(prompt), 0
+        return model, model.class_id(request.class_name)
+
+    def projection(self, model: ImageModel | None = None) -> Projection:
+        model = model or self.model()
         with self._lock:
-            if self._projection is None:
+            if model.name not in self._projections:
                 weights = model.tokenizer.quantize.embedding.weight.detach().float().cpu().numpy()
-                self._projection = load_projection(weights)
-            return self._projection
+                self._projections[model.name] = load_projection(weights)
+            return self._projections[model.name]
 
-    def decode(self, token_rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+    @staticmethod
+    def decode(model: ImageModel, token_rows: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Partial or whole token rows -> (H, W, 3) uint8 images, one batched decoder call."""
-        model = self.model()
         total = model.target.cfg.num_image_tokens
         batch = np.stack([padded_tokens(row, total) for row in token_rows])  # (B, grid^2)
         device = model.target.output.weight.device
         images = model.decode_images(torch.from_numpy(batch).to(device))  # (B, H, W, 3)
         return list(images.cpu().numpy())
 
-    def finish(self, request: CompareRequest, lanes: list[Lane]) -> RunState:
-        model = self.model()
-        finals = self.decode([lane.tokens for lane in lanes])
-        return RunState(request, lanes, finals, model.grid_size, model.target.cfg.vocab_size)
+    def finish(self, request: CompareRequest, model: ImageModel, lanes: list[Lane]) -> RunState:
+        return RunState(request, model, lanes, self.decode(model, [lane.tokens for lane in lanes]))
 
     def start(self, warm: bool = True, request: CompareRequest = CompareRequest()) -> threading.Thread:
         """Load the model (and, if `warm`, compute the `request` comparison) in a daemon thread."""
@@ -97,7 +129,7 @@ class Runtime:
 
     def _warm_up(self, request: CompareRequest | None) -> None:
         try:
-            self.projection()
+            self.projection(self.model(request.model if request else DEFAULT_MODEL))
             if request is not None:
                 self._cached = self.run(request)
         except Exception as err:  # the page must come up even if the first run cannot be made
@@ -108,12 +140,12 @@ class Runtime:
 
     def run(self, request: CompareRequest) -> RunState:
         """A whole comparison without streaming, with methods this model cannot run replaced."""
-        model = self.model()
+        model, condition = self.bound_model(request)
         options = request.options()
         methods = usable_methods(model, request.checked_methods(), options)
         request = CompareRequest(**{**request.__dict__, "methods": tuple(methods)})
-        lanes = run_to_end(model, methods, request.sampling(), model.class_id(request.class_name), options)
-        return self.finish(request, lanes)
+        lanes = run_to_end(model, methods, request.sampling(), condition, options)
+        return self.finish(request, model, lanes)
 
     def cached_run(self, timeout: float) -> RunState | None:
         """The start-up comparison, waiting for it up to `timeout` s; None if none is being made."""

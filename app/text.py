@@ -34,6 +34,16 @@ def counters_html(row: dict) -> str:
             'target pass · speed-up against vanilla</div></div>')
 
 
+def model_status(model, methods: list[str], is_text: bool) -> str:
+    """One line under the model selector: what was loaded and what it can run."""
+    cfg = model.target.cfg
+    drafters = ", ".join(sorted(model.drafters)) or "none (EAGLE-2 and LANTERN need one; SJD needs none)"
+    condition = "a caption" if is_text else f"{cfg.num_classes} classes"
+    return (f"**{model.name}**: {cfg.n_layer} layers, width {cfg.dim}, {cfg.grid_size} x {cfg.grid_size} "
+            f"tokens from {cfg.vocab_size} codes, conditioned on {condition}. Drafters: {drafters}. "
+            f"Panels: {', '.join(methods)}.")
+
+
 def waiting_html(message: str) -> str:
     return f'<div class="lane-stats" style="opacity:0.7">{html.escape(message)}</div>'
 

@@ -8,11 +8,11 @@ from app import handlers, text
 from app.handlers import PANELS, gpu
 from app.render import DISPLAY
 from app.request import DEFAULT_CLASS, DEFAULT_METHODS, CompareRequest
-from app.runtime import Runtime
+from app.runtime import DEFAULT_MODEL, MODEL_CHOICES, WEIGHTS_DIR_VARIABLE, Runtime
 from app.shipped import SWEEP_FILE
 from engine.config import TreeConfig
 from engine.dataset import CLASS_NAMES
-from engine.embedded import ASSETS
+from engine.embedded import ASSETS, VQ as EMBEDDED_VQ
 from engine.methods import METHODS
 
 QUEUE_SIZE = 16  # waiting comparisons beyond this are refused instead of piling up
@@ -36,14 +36,18 @@ def launch_options() -> dict:
 
 
 def _controls() -> dict:
-    c = {"class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULT_CLASS, label="Class"),
+    c = {"model": gr.Dropdown(list(MODEL_CHOICES), value=DEFAULT_MODEL, label="Model", elem_id="model-choice",
+                              info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub"),
+         "prompt": gr.Textbox(label="Prompt", placeholder="a photo of an astronaut riding a horse", visible=False,
+                              elem_id="prompt"),
+         "class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULT_CLASS, label="Class"),
          "seed": gr.Number(value=0, precision=0, label="Seed", minimum=0),
          "temperature": gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Temperature (0 = greedy)"),
          "cfg_scale": gr.Slider(1.0, 8.0, value=4.0, step=0.25, label="CFG scale"),
          "top_k": gr.Slider(0, 1024, value=0, step=1, label="Top-k (0 = all codes)"),
          "delta": gr.Slider(0.0, 1.0, value=0.2, step=0.01, label="delta", elem_id="delta-slider",
                             info="LANTERN's budget: target mass it may move onto a draft"),
-         "k": gr.Slider(1, 512, value=64, step=1, label="k", elem_id="k-slider",
+         "k": gr.Slider(1, EMBEDDED_VQ.codebook_size - 1, value=64, step=1, label="k", elem_id="k-slider",
                         info="how many latent neighbours may lend their mass")}
     with gr.Accordion("Draft tree (EAGLE-2 and LANTERN)", open=False):
         c["tree_depth"] = gr.Slider(1, 8, value=TreeConfig.depth, step=1, label="Depth")
@@ -77,6 +81,7 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
         with gr.Row():
             with gr.Column(scale=1, min_width=260):
                 controls = _controls()
+                model_status = gr.Markdown(elem_id="model-status")
                 run = gr.Button("Run", variant="primary", size="lg", elem_id="run-button")
                 gr.HTML(LEGEND)
             with gr.Column(scale=4):
@@ -108,9 +113,15 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
                             show_progress="hidden")
         inputs = [controls[key] for key in ("class_name", "seed", "temperature", "cfg_scale", "top_k", "delta",
                                             "k", "tree_depth", "tree_top_k", "tree_total")] + methods
+        inputs += [controls["model"], controls["prompt"]]
         # A Run pressed before the start-up comparison is ready must not be overwritten by it.
         run.click(_compare_handler(runtime), inputs, outputs, api_name="compare", concurrency_id="decode",
                   concurrency_limit=1, show_progress="minimal", cancels=[loading])
+        controls["model"].change(
+            lambda name, class_name, k, *chosen: handlers.choose_model(runtime, name, class_name, k, list(chosen)),
+            [controls["model"], controls["class_name"], controls["k"]] + methods,
+            [controls["class_name"], controls["prompt"], controls["k"]] + methods + [model_status, latent_plot],
+            api_visibility="private", concurrency_id="load-model", concurrency_limit=1, show_progress="full")
         _wire_inspector(runtime, images, scrubber, run_state, inspect_panel,
                         images + maps + [length_plot, latent_plot, tree_plot, detail])
         for slider in (controls["delta"], controls["k"]):
@@ -124,10 +135,10 @@ def _compare_handler(runtime: Runtime):
     def compare(class_name=DEFAULT_CLASS, seed=0, temperature=1.0, cfg_scale=4.0, top_k=0, delta=0.2, k=64,
                 tree_depth=TreeConfig.depth, tree_top_k=TreeConfig.top_k,
                 tree_total=TreeConfig.total_tokens, method_1=DEFAULT_METHODS[0],
-                method_2=DEFAULT_METHODS[1], method_3=DEFAULT_METHODS[2]):
+                method_2=DEFAULT_METHODS[1], method_3=DEFAULT_METHODS[2], model=DEFAULT_MODEL, prompt=""):
         """Decode one image per method, interleaved; stream images and counters, then everything."""
         request = CompareRequest(class_name, seed, temperature, cfg_scale, top_k, delta, k, tree_depth,
-                                 tree_top_k, tree_total, (method_1, method_2, method_3))
+                                 tree_top_k, tree_total, (method_1, method_2, method_3), model, prompt)
         yield from handlers.compare(runtime, request)
 
     return compare

@@ -13,7 +13,9 @@ from engine.config import SamplingConfig
 
 
 def combine_cfg(logits: torch.Tensor, scale: float) -> torch.Tensor:
-    """logits (R, T, V) with R = 2 (cond, null) or 1 -> guided logits (T, V): u + s (c - u)."""
+    """logits (R, T, V) with R = 2 (cond, null) or 1 -> guided logits (T, V): u + s (c - u).
+
+    Works on any (R, T, X) pair of rows, such as features that a linear head turns into logits."""
     if logits.shape[0] == 1:
         return logits[0]
     cond, uncond = logits[0], logits[1]
@@ -35,15 +37,16 @@ def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.
     return logits
 
 
-def distribution(logits: torch.Tensor, sampling: SamplingConfig) -> torch.Tensor:
-    """Guided logits (T, V) -> probabilities (T, V) in float64.
+def distribution(logits: torch.Tensor, sampling: SamplingConfig,
+                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Guided logits (T, V) -> probabilities (T, V), float64 unless a drafter asks for less.
 
     Greedy decoding (temperature 0) keeps the temperature-1 distribution: its argmax is the greedy
     token, and LANTERN's relaxation needs the probabilities themselves.
     """
     temperature = 1.0 if sampling.greedy else sampling.temperature
     filtered = filter_top_k_top_p(logits.float() / temperature, sampling.top_k, sampling.top_p)
-    return filtered.double().softmax(-1)
+    return filtered.to(dtype).softmax(-1)
 
 
 def entropy_bits(probs: np.ndarray) -> np.ndarray:

@@ -102,6 +102,11 @@ class TextImageModel:
     def grid_size(self) -> int:
         return self.target.cfg.grid_size
 
+    def without_prompt(self) -> ImageModel:
+        """The unbound model, for what needs no caption: which drafters exist, neighbour tables."""
+        return ImageModel(self.target, self.tokenizer, ("",), name=self.name, drafters=self.drafters,
+                          _neighbour_tables=self._neighbour_tables)
+
     def for_prompt(self, prompt: str) -> ImageModel:
         caption = self.encoder.encode(prompt)  # (n, C)
         # The neighbour tables depend on the codebook only, so every prompt shares them.

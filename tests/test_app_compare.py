@@ -90,7 +90,7 @@ def test_missing_drafters_are_replaced_by_runnable_methods(tiny_model):
 
 
 def test_runtime_runs_a_whole_comparison_with_replacements(tiny_model):
-    runtime = Runtime(loader=lambda: tiny_model)
+    runtime = Runtime(loader=lambda name: tiny_model)
     state = runtime.run(CompareRequest(class_name="green", k=8))
     assert [lane.method for lane in state.lanes][0] == "vanilla"
     assert len(state.finals) == 3 and state.finals[0].shape == (8, 8, 3)  # a 4 x 4 grid, 2x upsampling

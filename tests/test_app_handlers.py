@@ -18,7 +18,7 @@ OUTPUTS = 3 * handlers.PANELS + len(handlers.AFTER_PANELS)
 def runtime(tiny_model):
     torch.manual_seed(1)
     tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
-    return Runtime(loader=lambda: tiny_model)
+    return Runtime(loader=lambda name: tiny_model)
 
 
 def test_compare_streams_previews_then_everything(runtime, monkeypatch):

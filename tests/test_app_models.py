@@ -1,0 +1,53 @@
+"""The model selector: official models load through the same path a user takes (a weights folder
+named by LANTERN_WEIGHTS_DIR, else the Hub, offline in tests), and text-to-image ones take a prompt."""
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from app import handlers
+from app.request import CompareRequest
+from app.runtime import WEIGHTS_DIR_VARIABLE, Runtime
+from tests.official_files import WORDS, write_lantern_t2i_folder
+
+T2I = "lantern_t2i_XL_256"
+METHODS = ["vanilla", "eagle2", "lantern"]
+
+
+@pytest.fixture(scope="module")
+def weights_dir(tmp_path_factory) -> Path:
+    return write_lantern_t2i_folder(tmp_path_factory.mktemp("official"))
+
+
+def test_an_official_model_offline_without_files_says_what_to_download(monkeypatch):
+    monkeypatch.delenv(WEIGHTS_DIR_VARIABLE, raising=False)
+    with pytest.raises(gr.Error, match=r"c2i_B_256\.pt"):
+        handlers.choose_model(Runtime(), "c2i_B_256", "cat", 64, METHODS)
+
+
+def test_an_unknown_model_is_named():
+    with pytest.raises(gr.Error, match="dalle"):
+        handlers.choose_model(Runtime(), "dalle", "cat", 64, METHODS)
+
+
+def test_a_text_model_shows_the_prompt_box_and_compares_from_a_prompt(weights_dir, monkeypatch):
+    monkeypatch.setenv(WEIGHTS_DIR_VARIABLE, str(weights_dir))
+    runtime = Runtime()
+    classes, prompt_box, k_slider, *rest = handlers.choose_model(runtime, T2I, "cat", 64, METHODS)
+    methods, status, latent = rest[:3], rest[3], rest[4]
+    assert classes["visible"] is False and prompt_box["visible"] is True
+    assert k_slider["maximum"] == handlers.K_SLIDER_MAX  # 16,384 codes
+    assert methods == METHODS  # LANTERN's published drafter makes every default method runnable
+    assert T2I in status and "eagle" in status
+    assert len(latent.data[0].x) == 16384
+
+    with pytest.raises(gr.Error, match="prompt"):
+        next(handlers.compare(runtime, CompareRequest(model=T2I, methods=tuple(METHODS))))
+    prompt = " ".join(WORDS[3:7])
+    request = CompareRequest(model=T2I, prompt=prompt, temperature=0.0, k=8, methods=tuple(METHODS))
+    final = list(handlers.compare(runtime, request))[-1]
+    state = final[3 * handlers.PANELS + handlers.AFTER_PANELS.index("run_state")]
+    assert state.model.class_names == (prompt,)
+    vanilla, eagle2, _ = state.lanes
+    assert all(lane.done for lane in state.lanes)
+    assert eagle2.tokens.tolist() == vanilla.tokens.tolist()  # lossless, greedy
