@@ -20,6 +20,8 @@ class Candidate:
     accepted: bool
     used: np.ndarray  # LANTERN's A \ {x}: neighbours whose target mass moved onto x
     used_mass: np.ndarray  # their target probabilities
+    token_prob: float  # the target's p(x) before relaxation
+    latent_probs: np.ndarray  # the target's p on all k latent neighbours of x, nearest first
 
 
 @dataclass
@@ -47,7 +49,8 @@ def token_detail(traces: Sequence[StepTrace], position: int) -> TokenDetail | No
     # The position's drafts are the children of the node accepted just before it (the root first).
     parent = 0 if offset == 0 else trace.accepted_nodes[offset - 1]
     candidates = [Candidate(v.node, v.token, float(v.accept_prob), bool(v.accepted),
-                            np.asarray(v.neighbours, np.int64), np.asarray(v.neighbour_mass, float))
+                            np.asarray(v.neighbours, np.int64), np.asarray(v.neighbour_mass, float),
+                            float(v.token_prob), np.asarray(v.latent_probs, float))
                   for v in trace.verdicts if int(trace.tree_parents[v.node]) == parent]
     return TokenDetail(step, position, int(trace.new_tokens[offset]), bool(trace.bonus_from_draft[offset]),
                        candidates, [c.node for c in candidates])

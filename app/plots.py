@@ -47,8 +47,12 @@ def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | Non
     if detail is not None and detail.candidates:
         first = detail.candidates[0]
         if neighbours is not None:
+            probs = first.latent_probs if len(first.latent_probs) == len(neighbours) else None
+            # Marker area follows the target's probability, so where the mass sits shows at a glance.
+            size = 7 if probs is None else 6 + 60 * np.sqrt(probs)
+            hover = None if probs is None else [f"code {t}: target p = {q:.4f}" for t, q in zip(neighbours, probs)]
             _points(fig, coords, neighbours, f"{len(neighbours)} nearest of draft {first.token}",
-                    dict(size=7, color="rgba(61,139,253,0.15)", line=dict(color="#3d8bfd", width=1)))
+                    dict(size=size, color="rgba(61,139,253,0.15)", line=dict(color="#3d8bfd", width=1)), hover)
         for cand in detail.candidates:
             if len(cand.used):
                 _points(fig, coords, cand.used, f"A of {cand.token} (mass {cand.used_mass.sum():.3f})",
@@ -56,7 +60,8 @@ def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | Non
                         [f"code {t}: p = {m:.4f}" for t, m in zip(cand.used, cand.used_mass)])
         tried = np.array([c.token for c in detail.candidates])
         _points(fig, coords, tried, "drafts tried", dict(size=12, symbol="x", color=REJECTED),
-                [f"draft {c.token}: accept prob {c.accept_prob:.3f}" for c in detail.candidates])
+                [f"draft {c.token}: target p = {c.token_prob:.4f}, accept prob {c.accept_prob:.3f}"
+                 for c in detail.candidates])
     if detail is not None:
         label = "kept (accepted draft)" if detail.from_draft else "kept (target's own draw)"
         _points(fig, coords, np.array([detail.token]), label,

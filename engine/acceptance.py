@@ -20,6 +20,8 @@ class Decision:
     residual: np.ndarray  # (V,) unnormalised distribution for the next try at this position
     neighbours: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # tokens in A \ {x}
     neighbour_mass: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their target mass
+    token_prob: float = 0.0  # the target's p(x) before any relaxation
+    latent_probs: np.ndarray = field(default_factory=lambda: np.zeros(0))  # p on all k neighbours of x
 
 
 def _normalised(dist: np.ndarray) -> np.ndarray:
@@ -36,12 +38,17 @@ class ExactRule:
         """The distribution x is judged against, with the neighbours whose mass moved onto x."""
         return p, np.zeros(0, np.int64), np.zeros(0)
 
+    def latent_probs(self, p: np.ndarray, token: int) -> np.ndarray:
+        """p on the latent neighbours of x that the rule looks at (none for the exact rule)."""
+        return np.zeros(0)
+
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
              uniform: float) -> Decision:
         """q_dist is the distribution x was sampled from, or None for a deterministic draft, whose
         proposal is a point mass on x (q(x) = 1)."""
         p = _normalised(p)
         relaxed, neighbours, mass = self.relax(p, token)
+        seen = dict(token_prob=float(p[token]), latent_probs=self.latent_probs(p, token))
         if greedy:
             accepted = int(np.argmax(relaxed)) == token
             prob = 1.0 if accepted else 0.0
@@ -50,7 +57,7 @@ class ExactRule:
             prob = min(1.0, relaxed[token] / q_token) if q_token > 0 else 0.0
             accepted = uniform < prob
         if accepted:
-            return Decision(prob, True, p, neighbours, mass)
+            return Decision(prob, True, p, neighbours, mass, **seen)
         if q_dist is None:  # a deterministic draft is a point mass on x
             residual = relaxed.copy()
             residual[token] = 0.0
@@ -58,7 +65,7 @@ class ExactRule:
             residual = np.maximum(relaxed - q_dist, 0.0)
             if residual.sum() <= 0:  # p == q to rounding: any draw from p is right
                 residual = relaxed.copy()
-        return Decision(prob, False, residual, neighbours, mass)
+        return Decision(prob, False, residual, neighbours, mass, **seen)
 
 
 class LanternRule(ExactRule):
@@ -75,6 +82,9 @@ class LanternRule(ExactRule):
     def __init__(self, neighbour_table: np.ndarray, delta: float):
         self.table = neighbour_table
         self.delta = delta
+
+    def latent_probs(self, p: np.ndarray, token: int) -> np.ndarray:
+        return p[self.table[token]]  # (k,)
 
     def relax(self, p: np.ndarray, token: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.delta <= 0.0:
@@ -108,4 +118,4 @@ class TypicalRule(ExactRule):
         residual = p.copy()
         if not accepted:
             residual[token] = 0.0
-        return Decision(float(accepted), bool(accepted), residual)
+        return Decision(float(accepted), bool(accepted), residual, token_prob=float(p[token]))

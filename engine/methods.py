@@ -15,7 +15,7 @@ from engine.drafters.jacobi import JacobiDrafter
 from engine.drafters.medusa import MedusaDrafter
 from engine.drafters.sps import SpsDrafter
 from engine.models import ImageModel
-from engine.neighbours import METRICS, neighbour_table
+from engine.neighbours import METRICS
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ class NodeVerdict:
     accepted: bool
     neighbours: np.ndarray  # LANTERN's A \ {x}: tokens whose mass moved onto x
     neighbour_mass: np.ndarray  # their target probabilities
+    token_prob: float = 0.0  # the target's p(x), before any relaxation
+    latent_probs: np.ndarray = field(default_factory=lambda: np.zeros(0))  # p on all k latent neighbours
 
 
 @dataclass

@@ -58,7 +58,8 @@ def walk(tree: DraftTree, probs: np.ndarray, rule: ExactRule, greedy: bool,
                                  greedy, uniforms[draws])
             draws += 1
             verdicts.append(NodeVerdict(child, tokens[child], decision.accept_prob, decision.accepted,
-                                        decision.neighbours, decision.neighbour_mass))
+                                        decision.neighbours, decision.neighbour_mass, decision.token_prob,
+                                        decision.latent_probs))
             if decision.accepted:
                 node, moved_on = child, True
                 accepted.append(child)

@@ -97,3 +97,22 @@ def test_greedy_lantern_accepts_a_token_whose_neighbourhood_outweighs_the_argmax
     assert LanternRule(table, 0.2).test(P, 1, None, greedy=True, uniform=0.0).accepted
     assert not LanternRule(table, 0.1).test(P, 1, None, greedy=True, uniform=0.0).accepted
     assert not ExactRule().test(P, 1, None, greedy=True, uniform=0.0).accepted
+
+
+def test_verdicts_report_the_target_probabilities_the_rule_saw():
+    table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
+    tree = sibling_tree([2, 6], [1.0, 1.0])
+    uniforms = np.full(4, 0.999)  # reject both drafts
+    verdicts = walk(tree, np.stack([P, P, P]), LanternRule(table[:, :4], 0.25), False, uniforms).verdicts
+    first, second = verdicts
+    assert first.token_prob == pytest.approx(P[2])
+    np.testing.assert_allclose(first.latent_probs, P[[3, 4, 5, 6]])  # all k = 4 neighbours, nearest first
+    np.testing.assert_allclose(first.neighbour_mass, first.latent_probs[:2])  # A takes a prefix of them
+    # The second sibling is judged on the residual, with the first one's whole set A removed.
+    residual = P.copy()
+    residual[[2, 3, 4]] = 0.0
+    residual /= residual.sum()
+    assert second.token_prob == pytest.approx(residual[6])
+    np.testing.assert_allclose(second.latent_probs, residual[[7, 0, 1, 2]])
+    exact = walk(tree, np.stack([P, P, P]), ExactRule(), False, uniforms).verdicts[0]
+    assert exact.token_prob == pytest.approx(P[2]) and len(exact.latent_probs) == 0
