@@ -18,8 +18,8 @@ class CompareRequest:
     temperature: float = 1.0
     cfg_scale: float = 4.0
     top_k: int = 0
-    delta: float = 0.2
-    k: int = 64
+    delta: float = MethodOptions.delta
+    k: int = MethodOptions.k
     tree_depth: int = TreeConfig.depth
     tree_top_k: int = TreeConfig.top_k
     tree_total: int = TreeConfig.total_tokens

@@ -13,7 +13,7 @@ from app.shipped import SWEEP_FILE
 from engine.config import TreeConfig
 from engine.dataset import CLASS_NAMES
 from engine.embedded import ASSETS, VQ as EMBEDDED_VQ
-from engine.methods import METHODS
+from engine.methods import METHODS, MethodOptions
 
 QUEUE_SIZE = 16  # waiting comparisons beyond this are refused instead of piling up
 CSS = """
@@ -45,9 +45,9 @@ def _controls() -> dict:
          "temperature": gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Temperature (0 = greedy)"),
          "cfg_scale": gr.Slider(1.0, 8.0, value=4.0, step=0.25, label="CFG scale"),
          "top_k": gr.Slider(0, 1024, value=0, step=1, label="Top-k (0 = all codes)"),
-         "delta": gr.Slider(0.0, 1.0, value=0.2, step=0.01, label="delta", elem_id="delta-slider",
+         "delta": gr.Slider(0.0, 1.0, value=MethodOptions.delta, step=0.01, label="delta", elem_id="delta-slider",
                             info="LANTERN's budget: target mass it may move onto a draft"),
-         "k": gr.Slider(1, EMBEDDED_VQ.codebook_size - 1, value=64, step=1, label="k", elem_id="k-slider",
+         "k": gr.Slider(1, EMBEDDED_VQ.codebook_size - 1, value=MethodOptions.k, step=1, label="k", elem_id="k-slider",
                         info="how many latent neighbours may lend their mass")}
     with gr.Accordion("Draft tree (EAGLE-2 and LANTERN)", open=False):
         c["tree_depth"] = gr.Slider(1, 8, value=TreeConfig.depth, step=1, label="Depth")
@@ -91,7 +91,7 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
             with gr.Column():
                 scrubber = gr.Slider(0, 255, value=0, step=1, label="Replay a step (from the stored traces)",
                                      elem_id="scrubber")
-                detail = gr.Markdown(text.detail_markdown("", None, 16, None, 0.2, 64), elem_id="detail")
+                detail = gr.Markdown(text.detail_markdown("", None, 16, None, MethodOptions.delta, MethodOptions.k), elem_id="detail")
         with gr.Row():
             latent_plot = gr.Plot(label="Latent space", elem_id="latent-plot", show_label=False)
             tree_plot = gr.Plot(label="Draft tree", elem_id="tree-plot", show_label=False)
@@ -100,7 +100,7 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
                 tradeoff_plot = gr.Plot(label="Speed-up against quality", visible=(ASSETS / SWEEP_FILE).exists(),
                                         elem_id="tradeoff-plot", show_label=False)
                 tradeoff_note = gr.Markdown()
-            teaching = gr.Markdown(text.how_it_works(None, 0.2, 64, 1024), elem_id="teaching")
+            teaching = gr.Markdown(text.how_it_works(None, MethodOptions.delta, MethodOptions.k, EMBEDDED_VQ.codebook_size), elem_id="teaching")
         with gr.Accordion("Statistics (the API's JSON)", open=False):
             statistics = gr.JSON(label="statistics")
         run_state, inspect_panel = gr.State(None), gr.State(PANELS - 1)
@@ -132,7 +132,7 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
 
 def _compare_handler(runtime: Runtime):
     @gpu
-    def compare(class_name=DEFAULT_CLASS, seed=0, temperature=1.0, cfg_scale=4.0, top_k=0, delta=0.2, k=64,
+    def compare(class_name=DEFAULT_CLASS, seed=0, temperature=1.0, cfg_scale=4.0, top_k=0, delta=MethodOptions.delta, k=MethodOptions.k,
                 tree_depth=TreeConfig.depth, tree_top_k=TreeConfig.top_k,
                 tree_total=TreeConfig.total_tokens, method_1=DEFAULT_METHODS[0],
                 method_2=DEFAULT_METHODS[1], method_3=DEFAULT_METHODS[2], model=DEFAULT_MODEL, prompt=""):

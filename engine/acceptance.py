@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 
 @dataclass
@@ -41,6 +42,13 @@ class ExactRule:
     def latent_probs(self, p: np.ndarray, token: int) -> np.ndarray:
         """p on the latent neighbours of x that the rule looks at (none for the exact rule)."""
         return np.zeros(0)
+
+    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """Which drafts a rejection would rule out for later siblings (their residual mass becomes
+        zero), estimated with the draft distribution q (F, V) in place of p: for candidate tokens
+        (F, C), a (F, C, C) mask whose [f, i, j] says rejecting candidate i rules out candidate j.
+        The exact rule rules out the rejected token alone."""
+        return candidates[:, :, None] == candidates[:, None, :]
 
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
              uniform: float) -> Decision:
@@ -85,6 +93,17 @@ class LanternRule(ExactRule):
 
     def latent_probs(self, p: np.ndarray, token: int) -> np.ndarray:
         return p[self.table[token]]  # (k,)
+
+    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        # Rejecting x zeroes all of its set A, so a sibling drafted inside A could never be accepted.
+        table = torch.from_numpy(self.table).to(candidates.device)
+        neighbours = table[candidates]  # (F, C, k)
+        mass = q.gather(1, neighbours.flatten(1)).view(neighbours.shape)  # (F, C, k)
+        in_a = mass.cumsum(-1) <= self.delta  # (F, C, k): the prefix A takes
+        covered = torch.zeros(*candidates.shape, q.shape[-1], dtype=torch.bool)  # (F, C, V)
+        covered.scatter_(2, neighbours, in_a)
+        others = candidates[:, None, :].expand(-1, candidates.shape[1], -1)  # (F, C, C)
+        return covered.gather(2, others) | super().rules_out(q, candidates)
 
     def relax(self, p: np.ndarray, token: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.delta <= 0.0:

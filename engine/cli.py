@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", default=None, help="write results here")
     bench.add_argument("--sweep", action="store_true", help="run LANTERN over a delta x k grid")
     bench.add_argument("--deltas", default="0.05,0.1,0.2,0.4", help="sweep grid for delta")
-    bench.add_argument("--ks", default="8,32,64,256", help="sweep grid for k")
+    bench.add_argument("--ks", default="16,64,256,512", help="sweep grid for k")
     _add_sampling(bench, temperature=1.0)
     bench.set_defaults(run=cmd_bench)
     return parser

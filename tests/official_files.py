@@ -28,6 +28,7 @@ def _write_text_encoder(folder: Path) -> None:
 
 def write_lantern_t2i_folder(root: Path) -> Path:
     """Every file `lantern_t2i_XL_256` needs, under `root`, as a user's weights folder has them."""
+    root.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     torch.save({"model": VQModel(VQ16).state_dict()}, root / "vq_ds16_t2i.pt")
     config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,

@@ -116,3 +116,27 @@ def test_verdicts_report_the_target_probabilities_the_rule_saw():
     np.testing.assert_allclose(second.latent_probs, residual[[7, 0, 1, 2]])
     exact = walk(tree, np.stack([P, P, P]), ExactRule(), False, uniforms).verdicts[0]
     assert exact.token_prob == pytest.approx(P[2]) and len(exact.latent_probs) == 0
+
+
+def test_a_rejection_rules_out_the_set_a_it_zeroes():
+    table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
+    q = torch.from_numpy(P[None]).float()
+    candidates = torch.tensor([[2, 3, 5, 6]])
+    rules_out = LanternRule(table, 0.25).rules_out(q, candidates)[0]
+    # A of 2 within 0.25 is {3, 4} (see above): rejecting 2 rules out 3 but not 5 or 6.
+    assert rules_out[0].tolist() == [True, True, False, False]
+    # A of 5 is {6, 7} (0.03 + 0.01; code 0's 0.30 would exceed 0.25): rejecting 5 rules out 6.
+    assert rules_out[2].tolist() == [False, False, True, True]
+    assert ExactRule().rules_out(q, candidates)[0].tolist() == torch.eye(4, dtype=torch.bool).tolist()
+
+
+def test_lantern_drafts_siblings_that_earlier_rejections_leave_possible():
+    from engine.drafters.eagle import EagleDrafter
+
+    table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
+    q = torch.from_numpy(P[None]).float()
+    plain_q, plain = EagleDrafter(None, None)._children(q, 3)
+    assert plain.tolist() == [[0, 1, 2]] and plain_q.tolist()[0] == pytest.approx(P[:3].tolist())
+    _, distinct = EagleDrafter(None, None, LanternRule(table, 0.25))._children(q, 3)
+    # A of 0 within 0.25 is {1}, of 2 is {3, 4}: the children skip 1, 3 and 4.
+    assert distinct.tolist() == [[0, 2, 5]]

@@ -68,3 +68,33 @@ def test_resumed_run_equals_an_uninterrupted_one(runs):
 def test_trained_drafter_loads_as_an_eagle_drafter(runs):
     net = load_module(runs["two"], GPTConfig, EagleNet)
     assert net.cfg == TINY_GPT
+
+
+def test_a_text_to_image_target_trains_on_prompts_and_its_drafter_loads(tmp_path):
+    from engine.models import load_model
+    from tests.official_files import write_lantern_t2i_folder
+
+    weights = write_lantern_t2i_folder(tmp_path / "weights")
+    prompts = tmp_path / "captions.txt"
+    prompts.write_text("a photo of cat\n\nan astronaut riding horse\n")  # blank lines are skipped
+    run = tmp_path / "run"
+    distributed.main(["--model", "lantern_t2i_XL_256", "--weights-dir", str(weights), "--prompts", str(prompts),
+                      "--self-sample", "3", "--steps", "2", "--batch", "2", "--warmup", "1", "--run-dir", str(run)])
+    sampled = np.load(run / "self_sampled_codes.npz")
+    assert sampled["labels"].tolist() == [0, 1, 0]  # the captions in turn
+    trained = run / "eagle_drafter_lantern_t2i_XL_256.safetensors"
+    (weights / trained.name).write_bytes(trained.read_bytes())
+    model = load_model("lantern_t2i_XL_256", weights)  # a drafter in the weights folder replaces the published one
+    state = load_file(str(trained))
+    for key, value in model.drafters["eagle"].state_dict().items():
+        torch.testing.assert_close(value, state[key])
+
+
+def test_prompts_for_a_class_conditional_target_are_refused(tmp_path):
+    from engine.config import InvalidInput
+
+    target = tmp_path / "tiny.safetensors"
+    save_model(tiny_gpt(), target, config=TINY_GPT)
+    (tmp_path / "p.txt").write_text("a cat\n")
+    with pytest.raises(InvalidInput, match="class-conditional"):
+        distributed.main(["--target", str(target), "--prompts", str(tmp_path / "p.txt"), "--run-dir", str(tmp_path)])

@@ -5,12 +5,20 @@ top-k children, scored by the product of draft probabilities along the path; the
 the next frontier. At the end the best `total_tokens - 1` nodes of the whole pool form the tree.
 A node's score never exceeds its parent's, and parents are created first, so a stable sort by score
 keeps every kept node's ancestors.
+
+Siblings are tried in turn, each on what its predecessors' rejections left, so a child is only
+worth drafting if the rule's rejection of an earlier sibling does not rule it out. Under LANTERN a
+rejection zeroes the whole neighbour set A, and the drafter's best guesses are often latent
+neighbours of each other: children are therefore chosen best first, skipping any token that an
+earlier sibling would rule out (estimated with the draft distribution; for the exact rule only the
+sibling itself, which leaves plain top-k).
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from engine.acceptance import ExactRule
 from engine.config import TreeConfig
 from engine.drafters.base import DecodeState, Drafter
 from engine.drafters.eagle_net import EagleNet
@@ -18,9 +26,13 @@ from engine.sampling import combine_cfg, distribution
 from engine.tree import DraftTree
 
 
+CANDIDATES_PER_CHILD = 4  # how far down the draft ranking children are looked for
+
+
 class EagleDrafter(Drafter):
-    def __init__(self, net: EagleNet, tree: TreeConfig):
+    def __init__(self, net: EagleNet, tree: TreeConfig, rule: ExactRule | None = None):
         self.net, self.tree_cfg = net, tree
+        self.rule = rule or ExactRule()
 
     def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
         capacity = state.target.cfg.block_size + self.tree_cfg.depth * self.tree_cfg.top_k + 1
@@ -65,7 +77,8 @@ class EagleDrafter(Drafter):
         q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
 
         k = cfg.top_k
-        top_q, top_tokens = q.topk(k)  # (k,)
+        top_q, top_tokens = self._children(q[None], k)
+        top_q, top_tokens = top_q[0], top_tokens[0]  # (k,)
         tokens, parents, qs = top_tokens.tolist(), [-1] * k, top_q.tolist()
         scores = top_q.log().tolist()
         frontier = list(range(k))  # pool indices of the nodes to expand next
@@ -79,7 +92,7 @@ class EagleDrafter(Drafter):
             out = self._run(state, torch.tensor([tokens[n] for n in frontier]), frontier_features,
                             torch.full((len(frontier),), level - 1), first_slot, mask)
             q = self._draft_probs(state, out)  # (F, V)
-            child_q, child_tokens = q.topk(k, dim=-1)  # (F, k)
+            child_q, child_tokens = self._children(q, k)  # (F, k)
             child_scores = torch.tensor([scores[n] for n in frontier], dtype=q.dtype)[:, None] + child_q.log()
             base = len(tokens)
             tokens += child_tokens.flatten().tolist()
@@ -90,6 +103,25 @@ class EagleDrafter(Drafter):
             frontier = [base + int(i) for i in best]
             frontier_features = out[:, best // k]  # (R, k, D)
         return self._select(root, tokens, parents, qs, scores, cfg.total_tokens - 1)
+
+    def _children(self, q: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """q (F, V) -> the k children of each row (F, k): best first, none ruled out by an earlier
+        one; rows short of k such children are filled up with the best of the rest."""
+        cand_q, cand_tokens = q.topk(min(q.shape[-1], k * CANDIDATES_PER_CHILD), dim=-1)  # (F, C)
+        ruled_out = self.rule.rules_out(q, cand_tokens).tolist()  # (F, C, C)
+        picks = []
+        for row in ruled_out:
+            chosen, blocked = [], [False] * len(row)
+            for index, rules in enumerate(row):
+                if not blocked[index]:
+                    chosen.append(index)
+                    blocked = [b or r for b, r in zip(blocked, rules)]
+                    if len(chosen) == k:
+                        break
+            chosen += [i for i in range(len(row)) if i not in chosen][: k - len(chosen)]
+            picks.append(chosen)
+        index = torch.tensor(picks)  # (F, k)
+        return cand_q.gather(1, index), cand_tokens.gather(1, index)
 
     def _tree_mask(self, frontier: list[int], parents: list[int], fed_slot: dict[int, int]) -> torch.Tensor:
         """(F, committed + fed) mask: the committed pairs, then each node's fed ancestors and itself."""

@@ -1,12 +1,13 @@
-"""Train an EAGLE drafter for any class-conditional target, on one process or on many.
+"""Train an EAGLE drafter for any target, class-conditional or text-to-image, on one process or many.
 
     python -m engine.train.distributed --model c2i_B_256 --weights-dir DIR --codes codes.npz
+    python -m engine.train.distributed --model t2i_XL_stage1_256 --weights-dir DIR --prompts captions.txt
     torchrun --nproc_per_node 8 -m engine.train.distributed --model c2i_XL_384 --weights-dir DIR ...
     torchrun --nnodes 2 --node_rank R --master_addr HOST --nproc_per_node 8 -m engine.train.distributed ...
 
 (`accelerate launch -m engine.train.distributed ...` sets the same environment and works alike.)
-The target's features (its conditional and null-class rows, both as CFG sees them) are computed on
-the fly, so nothing is stored and each process runs the target on its own share of every batch.
+The target's features (its conditional and null rows, both as CFG sees them; for a text-to-image
+target, the rows of each prompt in --prompts) are computed on the fly, so nothing is stored and each process runs the target on its own share of every batch.
 Every process draws the same global batch from the shared seed and trains on its slice;
 DistributedDataParallel averages the gradients. The noise on each sample's input features comes from
 a seed keyed by (step, place in the global batch), so the trained drafter does not depend on how many
@@ -31,7 +32,7 @@ from engine.gpt import GPT
 from engine.train.common import Checkpoint, cosine_lr, setup_logging
 from engine.train.drafter import drafter_loss
 from engine.train.features import sequence_features
-from engine.train.sequences import load_codes, rows_of, save_codes, self_sample
+from engine.train.sequences import Conditions, load_codes, rows_of, save_codes, self_sample
 from engine.weights import save_model
 
 log = logging.getLogger("engine.train.distributed")
@@ -41,12 +42,21 @@ def noise_seed(seed: int, step: int, slot: int) -> int:
     return (seed * 1_000_003 + step) * 65_537 + slot
 
 
-def features_for(target: GPT, class_ids: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """Target features (B, 1 + N, D) as ordinary tensors: inference tensors cannot enter autograd."""
-    return sequence_features(target, class_ids, tokens).clone()
+def features_for(rows: list[tuple[GPT, int]], tokens: torch.Tensor) -> torch.Tensor:
+    """Target features (B, 1 + N, D) of each row's tokens under its own (GPT, class id), one target
+    pass per distinct GPT; ordinary tensors, since inference tensors cannot enter autograd."""
+    groups: dict[int, list[int]] = {}
+    for i, (target, _) in enumerate(rows):
+        groups.setdefault(id(target), []).append(i)
+    parts = {}
+    for members in groups.values():
+        target = rows[members[0]][0]
+        class_ids = torch.tensor([rows[i][1] for i in members], device=tokens.device)  # (b,)
+        parts.update(zip(members, sequence_features(target, class_ids, tokens[members])))
+    return torch.stack([parts[i] for i in range(len(rows))]).clone()  # (B, 1 + N, D)
 
 
-def train_step(net, target: GPT, slots: range, class_ids: torch.Tensor, tokens: torch.Tensor,
+def train_step(net, rows: list[tuple[GPT, int]], slots: range, tokens: torch.Tensor,
                noise: float, seed: int, step: int, global_batch: int) -> torch.Tensor:
     """Forward and backward over this process's samples; returns (loss sum, top-1 sum) for logging.
 
@@ -54,7 +64,7 @@ def train_step(net, target: GPT, slots: range, class_ids: torch.Tensor, tokens: 
     all-reduce to the last one), and each loss is scaled by 1 / global batch, so that DDP's average
     over processes yields the mean over the whole global batch.
     """
-    feats = features_for(target, class_ids, tokens)  # (b, 1 + N, D)
+    feats = features_for(rows, tokens)  # (b, 1 + N, D)
     totals = torch.zeros(2, dtype=torch.float64)
     world = dist.get_world_size() if dist.is_initialized() else 1
     for i, slot in enumerate(slots):
@@ -62,7 +72,7 @@ def train_step(net, target: GPT, slots: range, class_ids: torch.Tensor, tokens: 
         last = i == len(slots) - 1
         sync = contextlib.nullcontext() if last or not hasattr(net, "no_sync") else net.no_sync()
         with sync:
-            loss, top1 = drafter_loss(net, target, tokens[i:i + 1], feats[i:i + 1], noise, gen)
+            loss, top1 = drafter_loss(net, rows[i][0], tokens[i:i + 1], feats[i:i + 1], noise, gen)
             (loss * world / global_batch).backward()
         totals += torch.tensor([loss.item(), top1], dtype=torch.float64)
     return totals
@@ -80,26 +90,42 @@ def _setup() -> tuple[int, int, torch.device]:
     return (dist.get_rank() if world > 1 else 0), world, device
 
 
-def _load_target(args, device: torch.device) -> tuple[GPT, str]:
+def _load_target(args, device: torch.device) -> tuple[GPT, Conditions, str]:
+    """The target whose drafter is trained, the conditions to train on, and the target's name."""
     from engine.gpt import GPTConfig
     from engine.models import load_model, load_module
     from engine.t2i import TextImageModel
 
     if args.target is not None:
-        return load_module(args.target, GPTConfig, GPT).to(device), args.target.stem
-    model = load_model(args.model, args.weights_dir, device)
+        target = load_module(args.target, GPTConfig, GPT).to(device)
+        model, name = None, args.target.stem
+    else:
+        model = load_model(args.model, args.weights_dir, device)
+        target, name = model.target, model.name
     if isinstance(model, TextImageModel):
-        raise InvalidInput("drafter training here takes class-conditional targets; text-to-image targets "
-                           "need prompt features, which this command does not extract")
-    return model.target, model.name
+        if args.prompts is None:
+            raise InvalidInput(f"model {name!r} is text-to-image; give captions with --prompts FILE (one per line)")
+        return target, Conditions.of_prompts(model, _read_prompts(args.prompts)), name
+    if args.prompts is not None:
+        raise InvalidInput(f"model {name!r} is class-conditional; --prompts is for text-to-image models")
+    return target, Conditions.of_classes(target), name
 
 
-def _sequences(args, target: GPT, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _read_prompts(path: Path) -> list[str]:
+    if not path.is_file():
+        raise InvalidInput(f"prompts file {path} not found")
+    prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not prompts:
+        raise InvalidInput(f"prompts file {path} has no captions; write one per line")
+    return prompts
+
+
+def _sequences(args, target: GPT, conditions: Conditions, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     if args.codes is not None:
-        codes, labels = load_codes(args.codes, target)
+        codes, labels = load_codes(args.codes, target, len(conditions))
     else:
         sampling = SamplingConfig(temperature=args.sample_temperature, cfg_scale=args.cfg, seed=args.seed)
-        codes, labels = self_sample(target, args.self_sample, sampling)
+        codes, labels = self_sample(conditions, args.self_sample, sampling)
         if rank == 0:
             save_codes(args.run_dir / "self_sampled_codes.npz", codes, labels)
     return torch.from_numpy(codes), torch.from_numpy(labels)
@@ -110,11 +136,11 @@ def train(args) -> Path:
     if args.batch % world:
         raise InvalidInput(f"batch {args.batch} must be a multiple of the process count {world}")
     torch.manual_seed(args.seed)  # the drafter's initial weights, the same on every process
-    target, name = _load_target(args, device)
+    target, conditions, name = _load_target(args, device)
     target.eval()
     for p in target.parameters():
         p.requires_grad_(False)
-    codes, labels = _sequences(args, target, rank)
+    codes, labels = _sequences(args, target, conditions, rank)
     net = EagleNet(target.cfg).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(args.seed)  # the batch schedule, shared by all processes
@@ -128,10 +154,9 @@ def train(args) -> Path:
             group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=args.warmup)
         index = torch.randint(0, 2 * len(codes), (args.batch,), generator=gen)  # (B,) global batch
         slots = range(rank * per_process, (rank + 1) * per_process)
-        class_ids, tokens = rows_of(index[slots.start:slots.stop], codes, labels, target.null_class)
+        rows, tokens = rows_of(index[slots.start:slots.stop], codes, labels, conditions)
         optimizer.zero_grad(set_to_none=True)
-        totals = train_step(wrapped, target, slots, class_ids.to(device), tokens.to(device), args.noise,
-                            args.seed, step, args.batch)
+        totals = train_step(wrapped, rows, slots, tokens.to(device), args.noise, args.seed, step, args.batch)
         torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
         optimizer.step()
         step += 1
@@ -152,10 +177,13 @@ def train(args) -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="embedded", help="embedded or an official class-conditional model")
+    parser.add_argument("--model", default="embedded", help="embedded or an official LlamaGen model")
     parser.add_argument("--weights-dir", type=Path, default=None)
     parser.add_argument("--target", type=Path, default=None, help="a target GPT .safetensors (instead of --model)")
-    parser.add_argument("--codes", type=Path, default=None, help=".npz with codes (M, N) and labels (M,)")
+    parser.add_argument("--prompts", type=Path, default=None,
+                        help="text-to-image targets: a text file of captions, one per line")
+    parser.add_argument("--codes", type=Path, default=None,
+                        help=".npz with codes (M, N) and labels (M,): class ids, or caption line numbers")
     parser.add_argument("--self-sample", type=int, default=64, help="without --codes: sequences to sample")
     parser.add_argument("--sample-temperature", type=float, default=1.0)
     parser.add_argument("--cfg", type=float, default=4.0, help="CFG scale of self-sampling")
