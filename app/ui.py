@@ -38,7 +38,7 @@ def launch_options() -> dict:
 def _controls() -> dict:
     c = {"model": gr.Dropdown(list(MODEL_CHOICES), value=DEFAULT_MODEL, label="Model", elem_id="model-choice",
                               info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub"),
-         "prompt": gr.Textbox(label="Prompt", placeholder="a photo of an astronaut riding a horse", visible=False,
+         "prompt": gr.Textbox(value="", label="Prompt", placeholder="a photo of an astronaut riding a horse", visible=False,
                               elem_id="prompt"),
          "class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULT_CLASS, label="Class"),
          "seed": gr.Number(value=0, precision=0, label="Seed", minimum=0),
