@@ -68,7 +68,9 @@ def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | Non
                 dict(size=16, symbol="star", color=ACCEPTED, line=dict(color="#114", width=1)))
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False, scaleanchor="x")
-    return _layout(fig, f"VQ codebook ({projection})", height=380)
+    fig = _layout(fig, f"VQ codebook ({projection})", height=420)
+    # Up to five entries: below the plot they never run into the title.
+    return fig.update_layout(legend=dict(x=0, xanchor="left", y=0, yanchor="top"), margin=dict(b=90))
 
 
 def _points(fig: go.Figure, coords: np.ndarray, tokens: np.ndarray, name: str, marker: dict,

@@ -60,14 +60,14 @@ def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbour
         lines.append("\nNo draft reached this position (the draft tree ended before it, or the method drafts "
                      "nothing), so the target drew it itself: the pass's bonus token.")
         return "\n".join(lines)
-    lines += ["", "| draft x | target p(x) | accept prob | | neighbours in A \\ {x}: code (target p) |",
+    lines += ["", "| draft x | p(x) | accept | | neighbours in A \\ {x}: code (target p) |",
               "|---|---|---|---|---|"]
     for cand in detail.candidates:
         used = ", ".join(f"{t} ({m:.3f})" for t, m in zip(cand.used[:5], cand.used_mass[:5]))
         more = f", … {len(cand.used) - 5} more" if len(cand.used) > 5 else ""
         credit = f"{len(cand.used)} codes, Σp = {cand.used_mass.sum():.3f}: {used}{more}" if len(cand.used) else "none"
         verdict = "✔ kept" if cand.accepted else "✘"
-        lines.append(f"| {cand.token} | {cand.token_prob:.4f} | {cand.accept_prob:.3f} | {verdict} | {credit} |")
+        lines.append(f"| {cand.token} | {cand.token_prob:.3f} | {cand.accept_prob:.3f} | {verdict} | {credit} |")
     if neighbours is not None:
         probs = detail.candidates[0].latent_probs
         if len(probs) == len(neighbours):
