@@ -80,6 +80,11 @@ def test_page_runs_a_comparison_end_to_end(page_url, browser):
     page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=60_000,
                            polling=50)
     first_update_s = time.perf_counter() - pressed
+    # A mid-run picture: the LANTERN panel a quarter drawn (or done, should it finish first).
+    page.wait_for_function("(() => { const text = document.querySelector('#stats-2').innerText;"
+                           " const m = text.match(/(\\d+)\\s*tokens/);"
+                           " return text.includes('done') || (m && Number(m[1]) >= 64); })()",
+                           timeout=240_000, polling=50)
     page.screenshot(path=str(SHOTS / "2_streaming.png"), full_page=True)
     page.wait_for_function("document.querySelector('#teaching').innerText.includes('delta = 0.25')",
                            timeout=240_000)
