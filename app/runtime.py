@@ -74,6 +74,7 @@ class Runtime:
         self._loader = loader
         self._lock = threading.Lock()
         self._models: dict[str, ImageModel | TextImageModel] = {}
+        self._loading: dict[str, threading.Lock] = {}
         self._projections: dict[str, Projection] = {}
         self._cached: RunState | None = None
         self._warm_done = threading.Event()
@@ -83,7 +84,11 @@ class Runtime:
     def model(self, name: str = DEFAULT_MODEL) -> ImageModel | TextImageModel:
         if name not in MODEL_CHOICES:
             raise InvalidInput(f"unknown model {name!r}; allowed: {', '.join(MODEL_CHOICES)}")
-        with self._lock:  # one load at a time: two users picking a large model load it once
+        with self._lock:
+            loading = self._loading.setdefault(name, threading.Lock())
+        # One lock per model: two users picking a large model load it once, while users of a model
+        # already loaded never wait for another one's download.
+        with loading:
             if name not in self._models:
                 self._models[name] = self._loader(name)
             return self._models[name]

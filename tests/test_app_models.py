@@ -51,3 +51,25 @@ def test_a_text_model_shows_the_prompt_box_and_compares_from_a_prompt(weights_di
     vanilla, eagle2, _ = state.lanes
     assert all(lane.done for lane in state.lanes)
     assert eagle2.tokens.tolist() == vanilla.tokens.tolist()  # lossless, greedy
+
+
+def test_a_slow_download_does_not_hold_up_users_of_another_model(tiny_model):
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def loader(name):
+        if name != "embedded":
+            release.wait(30)  # a large official model still downloading
+        return tiny_model
+
+    runtime = Runtime(loader=loader)
+    slow = threading.Thread(target=runtime.model, args=("c2i_XL_384",))
+    slow.start()
+    started = time.perf_counter()
+    assert runtime.model("embedded") is tiny_model
+    assert time.perf_counter() - started < 5
+    release.set()
+    slow.join(10)
+    assert runtime.model("c2i_XL_384") is tiny_model
