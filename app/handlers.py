@@ -201,10 +201,10 @@ def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: 
     classes = list(runnable.class_names)
     class_update = gr.update(visible=not is_text, choices=classes,
                              value=class_name if class_name in classes else classes[0])
+    projection = runtime.projection(model)
     return ([class_update, gr.update(visible=is_text), gr.update(maximum=min(vocab - 1, K_SLIDER_MAX), value=k)]
-            + _pad(chosen, gr.skip()) + [text.model_status(runnable, chosen, is_text),
-                                        plots.latent_figure(runtime.projection(model).coords,
-                                                            runtime.projection(model).name)])
+            + _pad(chosen, gr.skip())
+            + [text.model_status(runnable, chosen, is_text), plots.latent_figure(projection.coords, projection.name)])
 
 
 def on_load(runtime: Runtime, delta: float, k: int) -> Iterator[list]:
