@@ -26,7 +26,7 @@ from engine.t2i import TextImageModel
 PANELS = 3
 K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
 MIN_UPDATE_S = 0.6  # stream at most about two image updates a second ...
-DECODE_SHARE = 4  # ... and keep previews under about a fifth of the wall time (decoding costs)
+DECODE_SHARE = 6  # ... and keep previews under about a seventh of the wall time (decoding costs)
 
 # Outputs of a comparison, in order: PANELS images, PANELS maps, PANELS counters, then these.
 AFTER_PANELS = ("length_plot", "scrubber", "latent_plot", "tree_plot", "detail", "teaching", "statistics",
