@@ -25,8 +25,8 @@ from engine.t2i import TextImageModel
 
 PANELS = 3
 K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
-MIN_UPDATE_S = 0.6  # stream at most about two image updates a second ...
-DECODE_SHARE = 6  # ... and keep previews under about a seventh of the wall time (decoding costs)
+MIN_UPDATE_S = 0.6  # stream counters and maps at most about twice a second ...
+DECODE_SHARE = 6  # ... and image previews in under about a seventh of the wall time
 
 # Outputs of a comparison, in order: PANELS images, PANELS maps, PANELS counters, then these.
 AFTER_PANELS = ("length_plot", "scrubber", "latent_plot", "tree_plot", "detail", "teaching", "statistics",
@@ -47,21 +47,28 @@ def _pad(values: list, fill) -> list:
     return list(values) + [fill] * (PANELS - len(values))
 
 
-def _previews(model: ImageModel, lanes: list[Lane], shown: list[int]) -> tuple[list, list]:
-    """Greyed-out partial images and acceptance maps of the lanes with new tokens, gr.skip() for
+def _maps(model: ImageModel, lanes: list[Lane], mapped: list[int]) -> list:
+    """Acceptance maps of the lanes with new tokens (cheap: no image decoding), gr.skip() for the
+    others; `mapped` (tokens mapped per lane) is updated."""
+    maps = [gr.skip()] * len(lanes)
+    for i, lane in enumerate(lanes):
+        if len(lane.tokens) != mapped[i]:
+            codes = render.acceptance_codes(lane.traces, lane.num_tokens)
+            maps[i] = render.acceptance_map(codes, model.grid_size, lane.traces[-1].new_positions)
+            mapped[i] = len(lane.tokens)
+    return maps
+
+
+def _images(model: ImageModel, lanes: list[Lane], shown: list[int]) -> list:
+    """Greyed-out partial images of the lanes with new tokens, one batched VQ decode, gr.skip() for
     the others; `shown` (tokens on screen per lane) is updated."""
-    grid = model.grid_size
+    images = [gr.skip()] * len(lanes)
     changed = [i for i, lane in enumerate(lanes) if len(lane.tokens) != shown[i]]
-    images, maps = [gr.skip()] * len(lanes), [gr.skip()] * len(lanes)
-    if not changed:
-        return images, maps
-    for i, image in zip(changed, Runtime.decode(model, [lanes[i].tokens for i in changed])):
-        count = len(lanes[i].tokens)
-        images[i] = render.grey_out(image, render.known_cells(count, grid))
-        codes = render.acceptance_codes(lanes[i].traces, lanes[i].num_tokens)
-        maps[i] = render.acceptance_map(codes, grid, lanes[i].traces[-1].new_positions)
-        shown[i] = count
-    return images, maps
+    if changed:
+        for i, image in zip(changed, Runtime.decode(model, [lanes[i].tokens for i in changed])):
+            shown[i] = len(lanes[i].tokens)
+            images[i] = render.grey_out(image, render.known_cells(shown[i], model.grid_size))
+    return images
 
 
 def compare(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
@@ -75,15 +82,21 @@ def compare(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
         raise gr.Error(str(err)) from err
     except (OSError, RuntimeError, ValueError) as err:  # missing or broken weight files: say so
         raise gr.Error(f"model {request.model!r} could not be loaded: {err}") from err
-    shown, due = [-1] * len(lanes), 0.0
+    # Counters and maps are cheap and follow every MIN_UPDATE_S; images cost a VQ decode (seconds
+    # for a large official decoder on a CPU), so they follow only as often as DECODE_SHARE allows.
+    shown, mapped, due, images_due = [-1] * len(lanes), [-1] * len(lanes), 0.0, 0.0
     for lanes in itertools.chain([lanes], steps):  # the same list each time, updated in place
-        if time.perf_counter() < due:
+        now = time.perf_counter()
+        if now < due:
             continue
-        started = time.perf_counter()
-        images, maps = _previews(model, lanes, shown)
+        images = [gr.skip()] * len(lanes)
+        if now >= images_due:
+            images = _images(model, lanes, shown)
+            images_due = time.perf_counter() + DECODE_SHARE * (time.perf_counter() - now)
+        maps = _maps(model, lanes, mapped)
         stats = [text.counters_html(row) for row in summary(lanes)]
         yield _pad(images, None) + _pad(maps, None) + _pad(stats, "") + [gr.skip()] * len(AFTER_PANELS)
-        due = time.perf_counter() + max(MIN_UPDATE_S, DECODE_SHARE * (time.perf_counter() - started))
+        due = time.perf_counter() + MIN_UPDATE_S
     yield final_outputs(runtime, runtime.finish(request, model, lanes))
 
 

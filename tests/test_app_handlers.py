@@ -40,6 +40,17 @@ def test_compare_streams_previews_then_everything(runtime, monkeypatch):
     assert final[-1] == 2  # the inspector starts on the relaxed (LANTERN) panel
 
 
+def test_counters_and_maps_stream_even_when_image_previews_are_too_costly(runtime, monkeypatch):
+    monkeypatch.setattr(handlers, "MIN_UPDATE_S", 0.0)
+    monkeypatch.setattr(handlers, "DECODE_SHARE", 1e6)  # a decoder so slow that one preview uses the budget
+    previews = list(handlers.compare(runtime, REQUEST))[:-1]
+    skip = type(gr.skip())
+    with_images = [update for update in previews if not isinstance(update[0], skip)]
+    assert len(with_images) == 1 and with_images[0] is previews[0]  # the first update only
+    assert len(previews) > 3 and all(isinstance(update[6], str) for update in previews)  # counters
+    assert sum(not isinstance(update[3 + 2], skip) for update in previews) > 3  # LANTERN's map moves on
+
+
 def test_bad_values_become_gr_errors_naming_them(runtime):
     for request, named in [(CompareRequest(class_name="dragon"), "dragon"),
                            (CompareRequest(class_name="red", k=900), "900"),
