@@ -96,6 +96,8 @@ class LanternRule(ExactRule):
 
     def rules_out(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         # Rejecting x zeroes all of its set A, so a sibling drafted inside A could never be accepted.
+        if self.delta <= 0.0:  # no set A, as in relax: exactly the exact rule's choice
+            return super().rules_out(q, candidates)
         table = torch.from_numpy(self.table).to(candidates.device)
         neighbours = table[candidates]  # (F, C, k)
         mass = q.gather(1, neighbours.flatten(1)).view(neighbours.shape)  # (F, C, k)
