@@ -9,6 +9,7 @@ from engine.methods import METHODS, MethodOptions
 
 DEFAULT_METHODS = ("vanilla", "eagle2", "lantern")
 DEFAULT_CLASS = "cat"
+DEFAULT_MODEL = "embedded"
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class CompareRequest:
     tree_top_k: int = TreeConfig.top_k
     tree_total: int = TreeConfig.total_tokens
     methods: tuple[str, ...] = DEFAULT_METHODS
-    model: str = "embedded"
+    model: str = DEFAULT_MODEL
     prompt: str = ""  # the caption, for text-to-image models
 
     def sampling(self) -> SamplingConfig:

@@ -17,7 +17,7 @@ import torch
 
 from app.compare import Lane, run_to_end
 from app.render import padded_tokens
-from app.request import CompareRequest
+from app.request import DEFAULT_MODEL, CompareRequest
 from app.shipped import Projection, load_projection
 from engine.config import InvalidInput
 from engine.methods import METHODS, get_method
@@ -25,7 +25,6 @@ from engine.models import ImageModel
 from engine.official import MODELS as OFFICIAL_MODELS
 from engine.t2i import TextImageModel
 
-DEFAULT_MODEL = "embedded"
 MODEL_CHOICES = (DEFAULT_MODEL, *OFFICIAL_MODELS)
 WEIGHTS_DIR_VARIABLE = "LANTERN_WEIGHTS_DIR"  # a folder of official files, named as on the Hub
 

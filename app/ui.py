@@ -7,8 +7,8 @@ import gradio as gr
 from app import handlers, text
 from app.handlers import PANELS, gpu
 from app.render import DISPLAY
-from app.request import DEFAULT_CLASS, DEFAULT_METHODS, CompareRequest
-from app.runtime import DEFAULT_MODEL, MODEL_CHOICES, WEIGHTS_DIR_VARIABLE, Runtime
+from app.request import DEFAULT_CLASS, DEFAULT_METHODS, DEFAULT_MODEL, CompareRequest
+from app.runtime import MODEL_CHOICES, WEIGHTS_DIR_VARIABLE, Runtime
 from app.shipped import SWEEP_FILE
 from engine.config import TreeConfig
 from engine.dataset import CLASS_NAMES
@@ -38,8 +38,8 @@ def launch_options() -> dict:
 def _controls() -> dict:
     c = {"model": gr.Dropdown(list(MODEL_CHOICES), value=DEFAULT_MODEL, label="Model", elem_id="model-choice",
                               info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub"),
-         "prompt": gr.Textbox(value="", label="Prompt", placeholder="a photo of an astronaut riding a horse", visible=False,
-                              elem_id="prompt"),
+         "prompt": gr.Textbox(value="", label="Prompt", placeholder="a photo of an astronaut riding a horse",
+                              visible=False, elem_id="prompt"),
          "class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULT_CLASS, label="Class"),
          "seed": gr.Number(value=0, precision=0, label="Seed", minimum=0),
          "temperature": gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="Temperature (0 = greedy)"),
@@ -91,7 +91,8 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
             with gr.Column():
                 scrubber = gr.Slider(0, 255, value=0, step=1, label="Replay a step (from the stored traces)",
                                      elem_id="scrubber")
-                detail = gr.Markdown(text.detail_markdown("", None, 16, None, MethodOptions.delta, MethodOptions.k), elem_id="detail")
+                detail = gr.Markdown(text.detail_markdown("", None, 16, None, MethodOptions.delta, MethodOptions.k),
+                                     elem_id="detail")
         with gr.Row():
             latent_plot = gr.Plot(label="Latent space", elem_id="latent-plot", show_label=False)
             tree_plot = gr.Plot(label="Draft tree", elem_id="tree-plot", show_label=False)
@@ -100,7 +101,8 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
                 tradeoff_plot = gr.Plot(label="Speed-up against quality", visible=(ASSETS / SWEEP_FILE).exists(),
                                         elem_id="tradeoff-plot", show_label=False)
                 tradeoff_note = gr.Markdown()
-            teaching = gr.Markdown(text.how_it_works(None, MethodOptions.delta, MethodOptions.k, EMBEDDED_VQ.codebook_size), elem_id="teaching")
+            lesson = text.how_it_works(None, MethodOptions.delta, MethodOptions.k, EMBEDDED_VQ.codebook_size)
+            teaching = gr.Markdown(lesson, elem_id="teaching")
         with gr.Accordion("Statistics (the API's JSON)", open=False):
             statistics = gr.JSON(label="statistics")
         run_state, inspect_panel = gr.State(None), gr.State(PANELS - 1)
@@ -132,8 +134,8 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
 
 def _compare_handler(runtime: Runtime):
     @gpu
-    def compare(class_name=DEFAULT_CLASS, seed=0, temperature=1.0, cfg_scale=4.0, top_k=0, delta=MethodOptions.delta, k=MethodOptions.k,
-                tree_depth=TreeConfig.depth, tree_top_k=TreeConfig.top_k,
+    def compare(class_name=DEFAULT_CLASS, seed=0, temperature=1.0, cfg_scale=4.0, top_k=0,
+                delta=MethodOptions.delta, k=MethodOptions.k, tree_depth=TreeConfig.depth, tree_top_k=TreeConfig.top_k,
                 tree_total=TreeConfig.total_tokens, method_1=DEFAULT_METHODS[0],
                 method_2=DEFAULT_METHODS[1], method_3=DEFAULT_METHODS[2], model=DEFAULT_MODEL, prompt=""):
         """Decode one image per method, interleaved; stream images and counters, then everything."""

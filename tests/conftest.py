@@ -25,6 +25,14 @@ def tiny_gpt(seed: int = 0, config: GPTConfig = TINY_GPT) -> GPT:
     return model
 
 
+@pytest.fixture(scope="session")
+def lantern_t2i_dir(tmp_path_factory):
+    """LANTERN's text-to-image files (tiny random weights) in a user's weights folder; read-only."""
+    from tests.official_files import write_lantern_t2i_folder
+
+    return write_lantern_t2i_folder(tmp_path_factory.mktemp("lantern_t2i"))
+
+
 @pytest.fixture
 def tiny_model() -> ImageModel:
     torch.manual_seed(0)

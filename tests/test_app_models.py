@@ -8,15 +8,15 @@ import pytest
 from app import handlers
 from app.request import CompareRequest
 from app.runtime import WEIGHTS_DIR_VARIABLE, Runtime
-from tests.official_files import WORDS, write_lantern_t2i_folder
+from tests.official_files import WORDS
 
 T2I = "lantern_t2i_XL_256"
 METHODS = ["vanilla", "eagle2", "lantern"]
 
 
-@pytest.fixture(scope="module")
-def weights_dir(tmp_path_factory) -> Path:
-    return write_lantern_t2i_folder(tmp_path_factory.mktemp("official"))
+@pytest.fixture
+def weights_dir(lantern_t2i_dir) -> Path:
+    return lantern_t2i_dir
 
 
 def test_an_official_model_offline_without_files_says_what_to_download(monkeypatch):

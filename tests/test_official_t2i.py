@@ -15,14 +15,14 @@ from engine.config import SamplingConfig
 from engine.generate import generate
 from engine.models import load_model
 from engine.t2i import TextImageModel
-from tests.official_files import WORDS, write_lantern_t2i_folder
+from tests.official_files import WORDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def weights_dir(tmp_path_factory) -> Path:
-    return write_lantern_t2i_folder(tmp_path_factory.mktemp("official"))
+@pytest.fixture
+def weights_dir(lantern_t2i_dir) -> Path:
+    return lantern_t2i_dir
 
 
 def test_text_encoder_keeps_the_real_tokens_and_ignores_padding(weights_dir):
