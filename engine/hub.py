@@ -25,6 +25,11 @@ def folder_name(repo_id: str) -> str:
     return repo_id.split("/")[-1]
 
 
+def folder_hint(repo_id: str, patterns: list[str], where: str | Path) -> str:
+    """What to do about a missing or broken whole-repository folder."""
+    return f"download the files of https://huggingface.co/{repo_id} matching {', '.join(patterns)} into {where}"
+
+
 def _where(weights_dir: Path | None, sub: str = "") -> str:
     if weights_dir is not None:
         return str(Path(weights_dir) / sub)
@@ -66,11 +71,9 @@ def resolve_folder(repo_id: str, patterns: list[str], required: list[str], weigh
             folder = Path(snapshot_download(repo_id, allow_patterns=patterns))
         except (HfHubHTTPError, OSError, ValueError) as err:
             raise WeightsError(f"could not get {repo_id} from the Hugging Face Hub ({type(err).__name__}); "
-                               f"download the files of https://huggingface.co/{repo_id} matching "
-                               f"{', '.join(patterns)} into {_where(weights_dir, sub)}") from err
+                               + folder_hint(repo_id, patterns, _where(weights_dir, sub))) from err
     absent = [name for name in required if not (folder / name).is_file()]
     if absent:
-        raise WeightsError(f"{folder} lacks {', '.join(absent)}; download the files of "
-                           f"https://huggingface.co/{repo_id} matching {', '.join(patterns)} into {folder}")
+        raise WeightsError(f"{folder} lacks {', '.join(absent)}; " + folder_hint(repo_id, patterns, folder))
     log.info("using %s from %s", repo_id, folder)
     return folder

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from engine.hub import folder_hint
 from engine.weights import WeightsError
 
 log = logging.getLogger("engine.text_encoder")
@@ -45,9 +46,8 @@ class TextEncoder:
             self._tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
             model = T5EncoderModel.from_pretrained(str(self.folder), dtype=self.dtype)
         except (OSError, ValueError) as err:
-            raise WeightsError(f"{self.folder} is not a readable T5 model folder ({err}); download the files "
-                               f"of https://huggingface.co/{T5_REPO} matching {', '.join(T5_PATTERNS)} "
-                               "into it") from err
+            raise WeightsError(f"{self.folder} is not a readable T5 model folder ({err}); "
+                               + folder_hint(T5_REPO, T5_PATTERNS, "it")) from err
         self._model = model.to(self.device).eval()
         log.info("loaded the text encoder from %s", self.folder)
 
