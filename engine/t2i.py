@@ -25,6 +25,7 @@ from engine.tokenizer import VQModel
 
 CAPTION_TOKENS = 120  # LlamaGen's cls_token_num for text-to-image
 CAPTION_DIM = 2048  # FLAN-T5-XL's width
+CACHED_CAPTIONS = 32  # encoded prompts kept per model
 
 
 class CaptionMLP(nn.Module):
@@ -97,6 +98,7 @@ class TextImageModel:
     name: str
     drafters: dict[str, nn.Module] = field(default_factory=dict)
     _neighbour_tables: dict = field(default_factory=dict, repr=False)
+    _captions: dict = field(default_factory=dict, repr=False)  # prompt -> (n, C), the latest few
 
     @property
     def grid_size(self) -> int:
@@ -104,11 +106,17 @@ class TextImageModel:
 
     def without_prompt(self) -> ImageModel:
         """The unbound model, for what needs no caption: which drafters exist, neighbour tables."""
-        return ImageModel(self.target, self.tokenizer, ("",), name=self.name, drafters=self.drafters,
-                          _neighbour_tables=self._neighbour_tables)
+        return self._image_model(self.target, "")
 
     def for_prompt(self, prompt: str) -> ImageModel:
-        caption = self.encoder.encode(prompt)  # (n, C)
+        # Encoding costs a pass of a 1.2B-parameter encoder; runs that only change delta or k reuse it.
+        if prompt not in self._captions:
+            if len(self._captions) >= CACHED_CAPTIONS:
+                self._captions.pop(next(iter(self._captions)))
+            self._captions[prompt] = self.encoder.encode(prompt)  # (n, C)
+        return self._image_model(PromptTarget(self.target, self._captions[prompt]), prompt)
+
+    def _image_model(self, target: GPT, prompt: str) -> ImageModel:
         # The neighbour tables depend on the codebook only, so every prompt shares them.
-        return ImageModel(PromptTarget(self.target, caption), self.tokenizer, (prompt,), name=self.name,
-                          drafters=self.drafters, _neighbour_tables=self._neighbour_tables)
+        return ImageModel(target, self.tokenizer, (prompt,), name=self.name, drafters=self.drafters,
+                          _neighbour_tables=self._neighbour_tables)

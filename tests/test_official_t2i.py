@@ -37,6 +37,19 @@ def test_text_encoder_keeps_the_real_tokens_and_ignores_padding(weights_dir):
     torch.testing.assert_close(features, unpadded, rtol=1e-5, atol=1e-5)
 
 
+def test_a_prompt_is_encoded_once_and_its_binding_is_unchanged(weights_dir, monkeypatch):
+    model = load_model("lantern_t2i_XL_256", weights_dir)
+    calls = []
+    encode = model.encoder.encode
+    monkeypatch.setattr(model.encoder, "encode", lambda prompt: calls.append(prompt) or encode(prompt))
+    first, again = model.for_prompt("a photo of cat"), model.for_prompt("a photo of cat")
+    model.for_prompt("a blue car")
+    assert calls == ["a photo of cat", "a blue car"]
+    torch.testing.assert_close(again.target.cls_embedding.table, first.target.cls_embedding.table)
+    torch.testing.assert_close(first.target.cls_embedding.table[0],
+                               model.target.cls_embedding(encode("a photo of cat")[None])[0])
+
+
 def test_lantern_t2i_runs_every_method_and_lossless_ones_match_vanilla(weights_dir):
     model = load_model("lantern_t2i_XL_256", weights_dir)
     assert set(model.drafters) == {"eagle"}
