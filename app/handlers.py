@@ -180,7 +180,9 @@ def select(runtime: Runtime, state: RunState | None, panel: int, x: float, y: fl
     """A click on a panel's image at pixel (x, y): inspect that token, remember the panel."""
     if state is None or panel >= len(state.lanes):
         return [gr.skip()] * (len(INSPECTOR) + 1)
-    position = render.position_of_pixel(x, y, state.grid)
+    # Clicks arrive in the pixels of the picture shown: the final image upscaled.
+    shown = render.display_size(state.finals[panel].shape[0])
+    position = render.position_of_pixel(x, y, state.grid, shown)
     return inspect_position(runtime, state, panel, position) + [panel]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from engine.trace import StepTrace
 
-DISPLAY = 256  # pixels per side of every picture the page shows
+DISPLAY = 256  # pixels per side of the pictures the page shows, at least
 PENDING = np.array([52, 57, 68], np.uint8)  # cells not generated yet
 PENDING_EDGE = np.array([70, 76, 90], np.uint8)
 
@@ -33,14 +33,22 @@ def known_cells(count: int, grid: int) -> np.ndarray:
     return (np.arange(grid * grid) < count).reshape(grid, grid)
 
 
+def display_size(side: int) -> int:
+    """Pixels per side of the picture of something `side` cells or pixels wide: the smallest whole
+    multiple of `side` that is at least DISPLAY (256 for 16 x 16 tokens, 264 for 24 x 24, 384 for a
+    384-pixel image), so that every cell and pixel stays a whole square."""
+    return -(-DISPLAY // side) * side
+
+
 def _cell_size(grid: int, size: int) -> int:
     if size % grid:
         raise ValueError(f"picture size {size} is not a multiple of the grid {grid}")
     return size // grid
 
 
-def upscale(image: np.ndarray, size: int = DISPLAY) -> np.ndarray:
-    """(H, W, C) -> (size, size, C) by repeating pixels (H must divide size)."""
+def upscale(image: np.ndarray, size: int | None = None) -> np.ndarray:
+    """(H, W, C) -> (size, size, C) by repeating pixels (H must divide size; default: display_size)."""
+    size = size or display_size(image.shape[0])
     factor = _cell_size(image.shape[0], size)
     return image.repeat(factor, axis=0).repeat(factor, axis=1)
 
@@ -52,8 +60,9 @@ def _cell_edges(cell: int) -> np.ndarray:
     return edge
 
 
-def grey_out(image: np.ndarray, known: np.ndarray, size: int = DISPLAY) -> np.ndarray:
+def grey_out(image: np.ndarray, known: np.ndarray, size: int | None = None) -> np.ndarray:
     """Scale `image` (H, W, 3) to size x size and paint every unknown cell as a pending tile."""
+    size = size or display_size(image.shape[0])
     big = upscale(image, size).copy()
     grid = known.shape[0]
     cell = _cell_size(grid, size)
@@ -75,8 +84,9 @@ def acceptance_codes(traces: Sequence[StepTrace], total: int, upto: int | None =
 
 
 def acceptance_map(codes: np.ndarray, grid: int, highlight: Iterable[int] = (),
-                   size: int = DISPLAY) -> np.ndarray:
+                   size: int | None = None) -> np.ndarray:
     """(size, size, 3) uint8: one coloured square per token, highlighted positions outlined."""
+    size = size or display_size(grid)
     cell = _cell_size(grid, size)
     colours = MAP_COLOURS[codes.reshape(grid, grid)]  # (grid, grid, 3)
     big = upscale(colours, size).copy()
@@ -99,8 +109,10 @@ def tokens_after(traces: Sequence[StepTrace], step: int) -> int:
     return len(traces[min(step, len(traces) - 1)].tokens_so_far)
 
 
-def position_of_pixel(x: float, y: float, grid: int, size: int = DISPLAY) -> int:
-    """The raster position of the token cell under a pixel of a displayed picture."""
+def position_of_pixel(x: float, y: float, grid: int, size: int | None = None) -> int:
+    """The raster position of the token cell under a pixel of a displayed picture `size` pixels wide
+    (default: display_size(grid))."""
+    size = size or display_size(grid)
     cell = _cell_size(grid, size)
     row = min(grid - 1, max(0, int(y) // cell))
     col = min(grid - 1, max(0, int(x) // cell))

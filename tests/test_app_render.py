@@ -114,3 +114,15 @@ def test_first_position_of_a_step(lanes):
     assert first_position(lane.traces[0]) == 0
     assert first_position(lane.traces[1]) == 1
     assert token_detail(lane.traces, TOTAL + 3) is None
+
+
+def test_grids_that_do_not_divide_256_draw_whole_cells():
+    grid = 24  # LlamaGen's 384-pixel models
+    assert render.display_size(grid) == 264 and render.display_size(16) == 256
+    image = np.random.default_rng(0).integers(0, 255, (4 * grid, 4 * grid, 3), dtype=np.uint8)
+    picture = render.grey_out(image, render.known_cells(30, grid))
+    assert picture.shape == (288, 288, 3)  # 96 px shown 3x: each token is 12 x 12 pixels
+    np.testing.assert_array_equal(picture[:12, :12], image[:4, :4].repeat(3, 0).repeat(3, 1))
+    assert render.acceptance_map(np.zeros(grid * grid, np.int8), grid).shape == (264, 264, 3)
+    assert render.position_of_pixel(287, 287, grid, 288) == grid * grid - 1
+    assert render.position_of_pixel(12, 0, grid, 288) == 1
