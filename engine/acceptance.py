@@ -1,17 +1,19 @@
-"""Acceptance rules and the walk that applies them to a verified draft tree.
+"""Acceptance rules: the rule base type, the exact rule and Medusa's typical acceptance.
 
 p is the target's distribution at a node's parent, q the drafter's. Every rule answers one question
 per drafted token: accept it, and if not, what residual distribution the next sibling (or the bonus
-token) is drawn from. The exact rule keeps the output distribution equal to p; LANTERN first moves
-the target mass of the token's latent neighbours onto it (at most delta in total variation) and then
-applies the exact rule to that relaxed distribution.
+token) is drawn from. The exact rule keeps the output distribution equal to p. LANTERN's relaxed
+rules live in `engine/lantern.py`, GSD's grouped rule in `engine/gsd.py`.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from engine.config import SamplingConfig
 
 
 @dataclass
@@ -19,108 +21,81 @@ class Decision:
     accept_prob: float
     accepted: bool
     residual: np.ndarray  # (V,) unnormalised distribution for the next try at this position
-    neighbours: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # tokens in A \ {x}
+    neighbours: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # tokens credited to x
     neighbour_mass: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their target mass
     token_prob: float = 0.0  # the target's p(x) before any relaxation
     latent_probs: np.ndarray = field(default_factory=lambda: np.zeros(0))  # p on all k neighbours of x
 
 
-def _normalised(dist: np.ndarray) -> np.ndarray:
+def normalised(dist: np.ndarray) -> np.ndarray:
     total = dist.sum()
     return dist / total if total > 0 else dist
 
 
-class ExactRule:
-    """Lossless: accept x with min(1, p(x)/q(x)); on rejection draw from norm(max(0, p - q))."""
+def argmax_is(dist: np.ndarray, token: int) -> bool:
+    """True when `token` is the argmax of dist, the first index winning ties (numpy's and torch's)."""
+    return int(np.argmax(dist)) == token
 
-    name = "exact"
 
-    def relax(self, p: np.ndarray, token: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The distribution x is judged against, with the neighbours whose mass moved onto x."""
-        return p, np.zeros(0, np.int64), np.zeros(0)
+class Rule:
+    """What every acceptance rule provides to the walk and to the drafters.
 
-    def latent_probs(self, p: np.ndarray, token: int) -> np.ndarray:
-        """p on the latent neighbours of x that the rule looks at (none for the exact rule)."""
-        return np.zeros(0)
+    `judges_paths`: under greedy decoding, judge every tree node on its parent's own distribution and
+    keep the first longest accepted root-to-leaf path (LANTERN's official code); otherwise siblings are
+    tried in turn, each on what the earlier ones' rejections left.
+    """
 
-    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    name = "rule"
+    judges_paths = False
+
+    def target_sampling(self, sampling: SamplingConfig) -> SamplingConfig:
+        """The sampling setup that turns the target's logits into the p this rule judges against."""
+        return sampling
+
+    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """Which drafts a rejection would rule out for later siblings (their residual mass becomes
         zero), estimated with the draft distribution q (F, V) in place of p: for candidate tokens
         (F, C), a (F, C, C) mask whose [f, i, j] says rejecting candidate i rules out candidate j.
-        The exact rule rules out the rejected token alone."""
+        By default a rejection rules out the rejected token alone."""
         return candidates[:, :, None] == candidates[:, None, :]
 
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
              uniform: float) -> Decision:
-        """q_dist is the distribution x was sampled from, or None for a deterministic draft, whose
-        proposal is a point mass on x (q(x) = 1)."""
-        p = _normalised(p)
-        relaxed, neighbours, mass = self.relax(p, token)
-        seen = dict(token_prob=float(p[token]), latent_probs=self.latent_probs(p, token))
+        """Judge drafted `token` against p (V,). q_dist is the distribution it was sampled from, or
+        None for a deterministic draft, whose proposal is a point mass on it (q(x) = 1)."""
+        raise NotImplementedError
+
+
+def exact_residual(p: np.ndarray, token: int, q_dist: np.ndarray | None) -> np.ndarray:
+    """norm(max(0, p - q)) unnormalised; for a point mass on x, p with x removed."""
+    if q_dist is None:
+        residual = p.copy()
+        residual[token] = 0.0
+        return residual
+    residual = np.maximum(p - q_dist, 0.0)
+    return residual if residual.sum() > 0 else p.copy()  # p == q to rounding: any draw from p is right
+
+
+class ExactRule(Rule):
+    """Lossless: accept x with min(1, p(x)/q(x)); on rejection draw from norm(max(0, p - q))."""
+
+    name = "exact"
+
+    def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
+             uniform: float) -> Decision:
+        p = normalised(p)
         if greedy:
-            accepted = int(np.argmax(relaxed)) == token
+            accepted = argmax_is(p, token)
             prob = 1.0 if accepted else 0.0
         else:
             q_token = 1.0 if q_dist is None else q_dist[token]
-            prob = min(1.0, relaxed[token] / q_token) if q_token > 0 else 0.0
+            prob = min(1.0, p[token] / q_token) if q_token > 0 else 0.0
             accepted = uniform < prob
-        if accepted:
-            return Decision(prob, True, p, neighbours, mass, **seen)
-        if q_dist is None:  # a deterministic draft is a point mass on x
-            residual = relaxed.copy()
-            residual[token] = 0.0
-        else:
-            residual = np.maximum(relaxed - q_dist, 0.0)
-            if residual.sum() <= 0:  # p == q to rounding: any draw from p is right
-                residual = relaxed.copy()
-        return Decision(prob, False, residual, neighbours, mass, **seen)
+        residual = p if accepted else exact_residual(p, token, q_dist)
+        return Decision(prob, accepted, residual, token_prob=float(p[token]))
 
 
-class LanternRule(ExactRule):
-    """LANTERN(delta, k): credit x with the mass of its nearest latent neighbours, at most delta.
-
-    neighbour_table (V, k) int64 lists each code's k nearest codebook entries, nearest first. The
-    relaxed distribution moves the mass s of A = {x, n_1 .. n_j*} onto x (s <= delta is the total
-    variation distance moved) and zeroes the rest of A, so on rejection the residual has no mass on
-    A: the whole neighbourhood counts as tried, as LANTERN's own code does.
-    """
-
-    name = "lantern"
-
-    def __init__(self, neighbour_table: np.ndarray, delta: float):
-        self.table = neighbour_table
-        self.delta = delta
-
-    def latent_probs(self, p: np.ndarray, token: int) -> np.ndarray:
-        return p[self.table[token]]  # (k,)
-
-    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        # Rejecting x zeroes all of its set A, so a sibling drafted inside A could never be accepted.
-        if self.delta <= 0.0:  # no set A, as in relax: exactly the exact rule's choice
-            return super().rules_out(q, candidates)
-        table = torch.from_numpy(self.table).to(candidates.device)
-        neighbours = table[candidates]  # (F, C, k)
-        mass = q.gather(1, neighbours.flatten(1)).view(neighbours.shape)  # (F, C, k)
-        in_a = mass.cumsum(-1) <= self.delta  # (F, C, k): the prefix A takes
-        covered = torch.zeros(*candidates.shape, q.shape[-1], dtype=torch.bool)  # (F, C, V)
-        covered.scatter_(2, neighbours, in_a)
-        others = candidates[:, None, :].expand(-1, candidates.shape[1], -1)  # (F, C, C)
-        return covered.gather(2, others) | super().rules_out(q, candidates)
-
-    def relax(self, p: np.ndarray, token: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self.delta <= 0.0:
-            return p, np.zeros(0, np.int64), np.zeros(0)
-        neighbours = self.table[token]  # (k,)
-        mass = p[neighbours]  # (k,)
-        count = int(np.searchsorted(np.cumsum(mass), self.delta, side="right"))
-        used, used_mass = neighbours[:count], mass[:count]
-        relaxed = p.copy()
-        relaxed[token] += used_mass.sum()
-        relaxed[used] = 0.0
-        return relaxed, used, used_mass
-
-
-class TypicalRule(ExactRule):
+class TypicalRule(Rule):
     """Medusa's typical acceptance (lossy): accept x if p(x) > min(eps, alpha * exp(-H(p)))."""
 
     name = "typical"
@@ -130,9 +105,9 @@ class TypicalRule(ExactRule):
 
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
              uniform: float) -> Decision:
-        p = _normalised(p)
+        p = normalised(p)
         if greedy:
-            return super().test(p, token, q_dist, greedy, uniform)
+            return ExactRule().test(p, token, q_dist, greedy, uniform)
         safe = np.where(p > 0, p, 1.0)
         entropy = float(-(p * np.log(safe)).sum())
         accepted = p[token] > min(self.eps, self.alpha * np.exp(-entropy))
@@ -140,3 +115,8 @@ class TypicalRule(ExactRule):
         if not accepted:
             residual[token] = 0.0
         return Decision(float(accepted), bool(accepted), residual, token_prob=float(p[token]))
+
+
+def unfiltered(sampling: SamplingConfig) -> SamplingConfig:
+    """The same setup with top-k and top-p switched off."""
+    return dataclasses.replace(sampling, top_k=0, top_p=1.0)

@@ -34,6 +34,9 @@ class SamplingConfig:
     top_p: float = 1.0
     cfg_scale: float = 4.0
     seed: int = 0
+    # Hugging Face's warpers, as LANTERN's official code uses them, apply top-p before top-k;
+    # LlamaGen's sampler applies top-k first. The two differ when both are on.
+    top_p_first: bool = False
 
     def __post_init__(self) -> None:
         _require(0.0 <= self.temperature <= 10.0,

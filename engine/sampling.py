@@ -22,16 +22,27 @@ def combine_cfg(logits: torch.Tensor, scale: float) -> torch.Tensor:
     return uncond + scale * (cond - uncond)
 
 
-def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float,
+                       top_p_first: bool = False) -> torch.Tensor:
     """Set logits outside the top-k and outside the top-p nucleus to -inf. logits (T, V)."""
+    if top_p_first:
+        return _top_k(_top_p(logits, top_p), top_k)
+    return _top_p(_top_k(logits, top_k), top_p)
+
+
+def _top_k(logits: torch.Tensor, top_k: int) -> torch.Tensor:
     if 0 < top_k < logits.shape[-1]:
         kth = logits.topk(top_k, dim=-1).values[..., -1:]  # (T, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
+    return logits
+
+
+def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     if top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)  # (T, V)
-        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        sorted_probs = sorted_logits.softmax(-1)  # (T, V)
         # Drop a token when the mass before it already reaches top_p; the first always stays.
-        drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= top_p
+        drop_sorted = (sorted_probs.cumsum(-1) - sorted_probs) >= top_p
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
@@ -45,7 +56,8 @@ def distribution(logits: torch.Tensor, sampling: SamplingConfig,
     token, and LANTERN's relaxation needs the probabilities themselves.
     """
     temperature = 1.0 if sampling.greedy else sampling.temperature
-    filtered = filter_top_k_top_p(logits.float() / temperature, sampling.top_k, sampling.top_p)
+    filtered = filter_top_k_top_p(logits.float() / temperature, sampling.top_k, sampling.top_p,
+                                  sampling.top_p_first)
     return filtered.to(dtype).softmax(-1)
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.acceptance import ExactRule
+from engine.acceptance import Decision, Rule
 from engine.config import SamplingConfig
 from engine.gpt import GPT
 from engine.kv_cache import KVCache
@@ -42,8 +42,21 @@ class WalkResult:
     verdicts: list[NodeVerdict]
 
 
-def walk(tree: DraftTree, probs: np.ndarray, rule: ExactRule, greedy: bool,
+def walk(tree: DraftTree, probs: np.ndarray, rule: Rule, greedy: bool,
          uniforms: np.ndarray) -> WalkResult:
+    """Decide the tree with the rule: the accepted path, then the next token where it ends."""
+    if greedy and rule.judges_paths:
+        return _longest_path(tree, probs, rule)
+    return _siblings_in_turn(tree, probs, rule, greedy, uniforms)
+
+
+def _verdict(node: int, token: int, decision: Decision) -> NodeVerdict:
+    return NodeVerdict(node, token, decision.accept_prob, decision.accepted, decision.neighbours,
+                       decision.neighbour_mass, decision.token_prob, decision.latent_probs)
+
+
+def _siblings_in_turn(tree: DraftTree, probs: np.ndarray, rule: Rule, greedy: bool,
+                      uniforms: np.ndarray) -> WalkResult:
     """Descend from the root, trying each node's children in order; stop at the first node none
     of whose children is accepted and draw the next token there from the residual."""
     children = tree.children()
@@ -57,9 +70,7 @@ def walk(tree: DraftTree, probs: np.ndarray, rule: ExactRule, greedy: bool,
             decision = rule.test(residual, tokens[child], None if q_dists is None else q_dists[child],
                                  greedy, uniforms[draws])
             draws += 1
-            verdicts.append(NodeVerdict(child, tokens[child], decision.accept_prob, decision.accepted,
-                                        decision.neighbours, decision.neighbour_mass, decision.token_prob,
-                                        decision.latent_probs))
+            verdicts.append(_verdict(child, tokens[child], decision))
             if decision.accepted:
                 node, moved_on = child, True
                 accepted.append(child)
@@ -69,3 +80,24 @@ def walk(tree: DraftTree, probs: np.ndarray, rule: ExactRule, greedy: bool,
             # Greedy decoding takes the target's own argmax, as vanilla greedy would.
             token = pick(probs[node] if greedy else residual, uniforms[draws], greedy)
             return WalkResult(accepted, token, verdicts)
+
+
+def _longest_path(tree: DraftTree, probs: np.ndarray, rule: Rule) -> WalkResult:
+    """Greedy, every node judged on its parent's own distribution: keep the longest run of passing
+    nodes from the root along any root-to-leaf path (leaves in node order, the first path winning
+    ties), then take the argmax where that run ends."""
+    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+    verdicts = [_verdict(node, tokens[node], rule.test(probs[parents[node]], tokens[node], None, True, 0.0))
+                for node in range(1, tree.size)]
+    passes = [True] + [v.accepted for v in verdicts]
+    best: list[int] = []
+    for path in tree.paths():
+        run = []
+        for node in path[1:]:
+            if not passes[node]:
+                break
+            run.append(node)
+        if len(run) > len(best):
+            best = run
+    end = best[-1] if best else 0
+    return WalkResult(best, pick(probs[end], 0.0, True), verdicts)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.acceptance import ExactRule, LanternRule
+from engine.acceptance import ExactRule
+from engine.lantern import LanternRule
 from engine.tree import DraftTree
 from engine.verify import walk
 
@@ -64,10 +65,14 @@ def test_exact_rule_on_a_sampled_chain_samples_the_target():
 def test_lantern_moves_at_most_delta_and_matches_its_relaxed_distribution():
     table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])  # neighbours: next codes
     delta = 0.25
-    rule = LanternRule(table, delta)
+    rule = LanternRule(table, delta, "paper")
     tree = sibling_tree([2], [1.0])
     probs = np.stack([P, P])
-    relaxed, used, mass = rule.relax(P, 2)
+    decision = rule.test(P, 2, None, greedy=False, uniform=1.0)
+    used, mass = decision.neighbours, decision.neighbour_mass
+    relaxed = P.copy()
+    relaxed[2] += mass.sum()
+    relaxed[used] = 0.0
     assert mass.sum() <= delta + 1e-12
     # Moving mass s onto x changes p by s on x and by s in total on A: TV distance is exactly s.
     assert 0.5 * np.abs(relaxed - P).sum() == pytest.approx(mass.sum(), abs=1e-12)
@@ -80,7 +85,7 @@ def test_lantern_moves_at_most_delta_and_matches_its_relaxed_distribution():
 
 def test_lantern_with_zero_delta_makes_the_exact_rules_decisions():
     table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
-    exact, relaxed = ExactRule(), LanternRule(table, 0.0)
+    exact, relaxed = ExactRule(), LanternRule(table, 0.0, "paper")
     rng = np.random.default_rng(0)
     for _ in range(200):
         p = rng.dirichlet(np.ones(V))
@@ -94,8 +99,9 @@ def test_lantern_with_zero_delta_makes_the_exact_rules_decisions():
 def test_greedy_lantern_accepts_a_token_whose_neighbourhood_outweighs_the_argmax():
     table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
     # x = 1 (0.22) plus neighbour 2 (0.18) = 0.40 > p(0) = 0.30 within delta = 0.2.
-    assert LanternRule(table, 0.2).test(P, 1, None, greedy=True, uniform=0.0).accepted
-    assert not LanternRule(table, 0.1).test(P, 1, None, greedy=True, uniform=0.0).accepted
+    for variant in ("paper", "official"):
+        assert LanternRule(table, 0.2, variant).test(P, 1, None, greedy=True, uniform=0.0).accepted
+        assert not LanternRule(table, 0.1, variant).test(P, 1, None, greedy=True, uniform=0.0).accepted
     assert not ExactRule().test(P, 1, None, greedy=True, uniform=0.0).accepted
 
 
@@ -103,7 +109,7 @@ def test_verdicts_report_the_target_probabilities_the_rule_saw():
     table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
     tree = sibling_tree([2, 6], [1.0, 1.0])
     uniforms = np.full(4, 0.999)  # reject both drafts
-    verdicts = walk(tree, np.stack([P, P, P]), LanternRule(table[:, :4], 0.25), False, uniforms).verdicts
+    verdicts = walk(tree, np.stack([P, P, P]), LanternRule(table[:, :4], 0.25, "paper"), False, uniforms).verdicts
     first, second = verdicts
     assert first.token_prob == pytest.approx(P[2])
     np.testing.assert_allclose(first.latent_probs, P[[3, 4, 5, 6]])  # all k = 4 neighbours, nearest first
@@ -122,7 +128,7 @@ def test_a_rejection_rules_out_the_set_a_it_zeroes():
     table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
     q = torch.from_numpy(P[None]).float()
     candidates = torch.tensor([[2, 3, 5, 6]])
-    rules_out = LanternRule(table, 0.25).rules_out(q, candidates)[0]
+    rules_out = LanternRule(table, 0.25, "paper").rules_out(q, candidates)[0]
     # A of 2 within 0.25 is {3, 4} (see above): rejecting 2 rules out 3 but not 5 or 6.
     assert rules_out[0].tolist() == [True, True, False, False]
     # A of 5 is {6, 7} (0.03 + 0.01; code 0's 0.30 would exceed 0.25): rejecting 5 rules out 6.
@@ -130,7 +136,7 @@ def test_a_rejection_rules_out_the_set_a_it_zeroes():
     assert ExactRule().rules_out(q, candidates)[0].tolist() == torch.eye(4, dtype=torch.bool).tolist()
     # With delta = 0 there is no set A, even for neighbours the draft gives no mass (top-k filtering).
     zero_mass = torch.zeros(1, V).index_fill_(1, torch.tensor([2, 5]), 0.5)
-    assert torch.equal(LanternRule(table, 0.0).rules_out(zero_mass, candidates),
+    assert torch.equal(LanternRule(table, 0.0, "paper").rules_out(zero_mass, candidates),
                        ExactRule().rules_out(zero_mass, candidates))
 
 
@@ -141,6 +147,6 @@ def test_lantern_drafts_siblings_that_earlier_rejections_leave_possible():
     q = torch.from_numpy(P[None]).float()
     plain_q, plain = EagleDrafter(None, None)._children(q, 3)
     assert plain.tolist() == [[0, 1, 2]] and plain_q.tolist()[0] == pytest.approx(P[:3].tolist())
-    _, distinct = EagleDrafter(None, None, LanternRule(table, 0.25))._children(q, 3)
+    _, distinct = EagleDrafter(None, None, LanternRule(table, 0.25, "paper"))._children(q, 3)
     # A of 0 within 0.25 is {1}, of 2 is {3, 4}: the children skip 1, 3 and 4.
     assert distinct.tolist() == [[0, 2, 5]]

@@ -1,0 +1,152 @@
+"""LANTERN's relaxed acceptance: a drafted token x also earns the target mass of its latent neighbours.
+
+The neighbours n_1 .. n_k of x are its k nearest VQ codes, nearest first (a (V, >= k) table). With
+s_j = p(n_1) + ... + p(n_j), the set A = {n_1 .. n_j*} takes the longest prefix whose mass stays
+within the bound: s_j <= delta (LANTERN), or s_j <= (lambda - 1) p(x) (LANTERN++, lambda given).
+x is then judged with p~(x) = p(x) + s_j*. Two variants differ in everything else:
+
+`official` follows `evaluate_posterior` of LANTERN's official code (jadohu/LANTERN,
+models/ea_model_llamagen.py):
+  - sampling: accept when u <= p~(x) / q(x). On rejection p(x) = 0 and, whenever A is not empty,
+    p = 0 on the k + 1 nearest codes of x; the rest is renormalised (uniform if nothing is left) and
+    is what the next sibling and the bonus token see. A sampled draft (q given, as LANTERN++'s static
+    tree under sampling) instead leaves norm(max(0, p - q')), where q' is q with those k + 1 codes
+    zeroed (the official `evaluate_posterior_v1`).
+  - greedy: every tree node is judged on its parent's own p, unfiltered (no top-k/top-p), with
+    g = p except g(x) = p~(x) (the neighbours keep their mass); x passes when it is the argmax of g,
+    the first index winning ties. The walk keeps the first longest path of passing nodes.
+  - the target's top-p applies before its top-k, as Hugging Face's warpers do.
+`paper` is the relaxed distribution of the paper's presentation: the mass of A moves onto x, A is
+emptied, and the exact rule runs on that distribution (u < p~(x) / q(x), residual norm(max(0, p~ - q)),
+siblings in turn under greedy too). Its total-variation distance to p is exactly s_j* <= delta, and
+delta = 0 gives the exact rule's decisions.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from engine.acceptance import Decision, Rule, argmax_is, exact_residual, normalised, unfiltered
+from engine.config import InvalidInput, SamplingConfig
+
+VARIANTS = ("official", "paper")
+
+
+class LanternRule(Rule):
+    """LANTERN(delta, k), or LANTERN++(lambda, k) when `lam` is given.
+
+    table (V, >= k) int64 lists each code's nearest other codes, nearest first; the official variant
+    zeroes its first k + 1 columns on a rejection, so give it k + 1 columns where the codebook allows.
+    """
+
+    name = "lantern"
+
+    def __init__(self, table: np.ndarray, delta: float, variant: str = "official",
+                 lam: float | None = None, k: int | None = None):
+        if variant not in VARIANTS:
+            raise InvalidInput(f"unknown LANTERN variant {variant!r}; allowed: {', '.join(VARIANTS)}")
+        self.table, self.delta, self.variant, self.lam = table, delta, variant, lam
+        self.k = table.shape[1] if k is None else k
+        self.judges_paths = variant == "official"
+
+    # --- the neighbour set A -------------------------------------------------------------------
+
+    def _bound(self, p_token: float | torch.Tensor):
+        return self.delta if self.lam is None else (self.lam - 1.0) * p_token
+
+    def _credit(self, p: np.ndarray, token: int) -> tuple[int, np.ndarray, np.ndarray]:
+        """(|A|, the k neighbours of x, p on them): A is the first |A| of them."""
+        neighbours = self.table[token, : self.k]  # (k,)
+        mass = p[neighbours]  # (k,)
+        bound = self._bound(float(p[token]))
+        if self.variant == "paper" and bound <= 0.0:  # no set A: exactly the exact rule
+            return 0, neighbours, mass
+        return int(np.searchsorted(np.cumsum(mass), bound, side="right")), neighbours, mass
+
+    def target_sampling(self, sampling: SamplingConfig) -> SamplingConfig:
+        if self.variant == "paper":
+            return sampling
+        if sampling.greedy:
+            return unfiltered(sampling)
+        return dataclasses.replace(sampling, top_p_first=True)
+
+    # --- the test ------------------------------------------------------------------------------
+
+    def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
+             uniform: float) -> Decision:
+        p = normalised(p)
+        count, neighbours, mass = self._credit(p, token)
+        credited = float(p[token] + mass[:count].sum())  # p~(x)
+        seen = dict(neighbours=neighbours[:count], neighbour_mass=mass[:count],
+                    token_prob=float(p[token]), latent_probs=mass)
+        if self.variant == "paper":
+            return self._paper(p, token, q_dist, greedy, uniform, count, credited, seen)
+        if greedy:
+            judged = p.copy()
+            judged[token] = credited
+            accepted = argmax_is(judged, token)
+            return Decision(float(accepted), accepted, p, **seen)
+        q_token = 1.0 if q_dist is None else float(q_dist[token])
+        ratio = credited / q_token if q_token > 0 else 0.0
+        accepted = q_token > 0 and uniform <= ratio
+        residual = p if accepted else self._official_residual(p, token, q_dist, count)
+        return Decision(min(1.0, ratio), accepted, residual, **seen)
+
+    def _official_residual(self, p: np.ndarray, token: int, q_dist: np.ndarray | None,
+                           count: int) -> np.ndarray:
+        zeroed = self.table[token, : self.k + 1] if count > 0 else np.zeros(0, np.int64)
+        if q_dist is None:
+            residual = p.copy()
+            residual[token] = 0.0
+            residual[zeroed] = 0.0
+        else:
+            q_kept = q_dist.copy()
+            q_kept[zeroed] = 0.0
+            residual = np.maximum(p - q_kept, 0.0)
+        if residual.sum() <= 0.0:
+            residual = np.ones_like(p)
+        return residual / residual.sum()
+
+    def _paper(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
+               uniform: float, count: int, credited: float, seen: dict) -> Decision:
+        relaxed = p.copy()
+        relaxed[self.table[token, :count]] = 0.0
+        relaxed[token] = credited
+        if greedy:
+            accepted = argmax_is(relaxed, token)
+            prob = float(accepted)
+        else:
+            q_token = 1.0 if q_dist is None else float(q_dist[token])
+            prob = min(1.0, credited / q_token) if q_token > 0 else 0.0
+            accepted = uniform < prob
+        residual = p if accepted else exact_residual(relaxed, token, q_dist)
+        return Decision(prob, accepted, residual, **seen)
+
+    # --- what the drafter may skip -------------------------------------------------------------
+
+    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        own = super().rules_out(q, candidates)
+        if greedy and self.judges_paths:  # every node is judged on its parent's own p
+            return own
+        table = torch.from_numpy(np.ascontiguousarray(self.table)).to(candidates.device)
+        neighbours = table[candidates][..., : self.k]  # (F, C, k)
+        mass = q.gather(1, neighbours.flatten(1)).view(neighbours.shape)  # (F, C, k)
+        bound = self._bound(q.gather(1, candidates))  # scalar or (F, C)
+        bound = torch.as_tensor(bound, dtype=mass.dtype)
+        bound = bound[..., None] if bound.dim() else bound
+        if self.variant == "paper":
+            if self.lam is None and self.delta <= 0.0:  # no set A, as in the test
+                return own
+            in_a = mass.cumsum(-1) <= bound  # (F, C, k): the prefix A takes
+            zeroed, covers = neighbours, in_a
+        else:
+            zeroed = table[candidates][..., : self.k + 1]  # (F, C, k + 1)
+            a_nonempty = mass[..., :1] <= bound  # (F, C, 1): A holds at least the nearest code
+            covers = a_nonempty.expand(zeroed.shape)
+        covered = torch.zeros(*candidates.shape, q.shape[-1], dtype=torch.bool,
+                              device=candidates.device)  # (F, C, V)
+        covered.scatter_(2, zeroed, covers)
+        others = candidates[:, None, :].expand(-1, candidates.shape[1], -1)  # (F, C, C)
+        return covered.gather(2, others) | own
