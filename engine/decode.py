@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from engine.acceptance import ExactRule
+from engine.acceptance import Rule
 from engine.config import SamplingConfig
 from engine.drafters.base import DecodeState, Drafter
 from engine.gpt import GPT
@@ -28,7 +28,7 @@ def _elapsed_ms(since: float) -> float:
 
 
 @torch.inference_mode()
-def decode(target: GPT, drafter: Drafter, rule: ExactRule, sampling: SamplingConfig,
+def decode(target: GPT, drafter: Drafter, rule: Rule, sampling: SamplingConfig,
            class_id: int) -> Iterator[StepTrace]:
     """Generate one image's tokens for `class_id`, yielding a trace after every target pass."""
     cfg = target.cfg
@@ -47,7 +47,8 @@ def decode(target: GPT, drafter: Drafter, rule: ExactRule, sampling: SamplingCon
     causal = torch.ones(committed, committed, dtype=torch.bool, device=device).tril()
     hidden = target(prefix, positions, cache, positions, causal)  # (R, P, D)
     logits = combine_cfg(target.logits(hidden[:, -1:]), sampling.cfg_scale)  # (1, V)
-    probs = distribution(logits, sampling).cpu().numpy()  # (1, V)
+    judged = rule.target_sampling(sampling)  # how the rule wants the target's p filtered
+    probs = distribution(logits, judged).cpu().numpy()  # (1, V)
     verify_ms = _elapsed_ms(started)
     first = walk(DraftTree.root_only(0), probs, rule, sampling.greedy, _uniforms(generator, 1))
     state.tokens.append(first.next_token)
@@ -64,7 +65,7 @@ def decode(target: GPT, drafter: Drafter, rule: ExactRule, sampling: SamplingCon
 
         # 2. Verify every drafted token in one target pass.
         started = time.perf_counter()
-        verified = target_pass(target, cache, committed, tree, sampling, rows)
+        verified = target_pass(target, cache, committed, tree, judged, rows)
         verify_ms = _elapsed_ms(started)
 
         # 3. Accept: walk the tree with the rule, draw the next token where the walk stops.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.acceptance import ExactRule
+from engine.acceptance import ExactRule, Rule
 from engine.config import TreeConfig
 from engine.drafters.base import DecodeState, Drafter
 from engine.drafters.eagle_net import EagleNet
@@ -30,13 +30,16 @@ CANDIDATES_PER_CHILD = 4  # how far down the draft ranking children are looked f
 
 
 class EagleDrafter(Drafter):
-    def __init__(self, net: EagleNet, tree: TreeConfig, rule: ExactRule | None = None):
+    greedy = False  # whether the run decodes greedily (what a rejection rules out can depend on it)
+
+    def __init__(self, net: EagleNet, tree: TreeConfig, rule: Rule | None = None):
         self.net, self.tree_cfg = net, tree
         self.rule = rule or ExactRule()
 
     def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
         capacity = state.target.cfg.block_size + self.tree_cfg.depth * self.tree_cfg.top_k + 1
         self.cache = self.net.new_cache(state.rows, capacity)
+        self.greedy = state.sampling.greedy
         self.committed = 0  # drafter pairs in the cache; pair j holds image token j
         self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
         self.pending_tokens = list(state.tokens)
@@ -108,7 +111,7 @@ class EagleDrafter(Drafter):
         """q (F, V) -> the k children of each row (F, k): best first, none ruled out by an earlier
         one; rows short of k such children are filled up with the best of the rest."""
         cand_q, cand_tokens = q.topk(min(q.shape[-1], k * CANDIDATES_PER_CHILD), dim=-1)  # (F, C)
-        ruled_out = self.rule.rules_out(q, cand_tokens).tolist()  # (F, C, C)
+        ruled_out = self.rule.rules_out(q, cand_tokens, self.greedy).tolist()  # (F, C, C)
         picks = []
         for row in ruled_out:
             chosen, blocked = [], [False] * len(row)
