@@ -67,16 +67,20 @@ class EagleDrafter(Drafter):
         logits = state.target.logits(guided)  # (T, V)
         return distribution(logits, state.sampling, torch.float32).cpu()  # (T, V)
 
-    def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
-        cfg = self.tree_cfg
-        depth = min(cfg.depth, max_depth)
-        # Catch up on the pairs the target confirmed last step; the last one ends at the root.
+    def _catch_up(self, state: DecodeState) -> torch.Tensor:
+        """Feed the pairs the target confirmed last step; the last one ends at the root. Returns the
+        drafter's features (R, n, D), the last of which predicts the root's child."""
         n_pending = len(self.pending_tokens)
         causal = torch.ones(n_pending, n_pending, dtype=torch.bool).tril()
         mask = torch.cat([torch.ones(n_pending, self.committed, dtype=torch.bool), causal], dim=1)
         self.committed += n_pending
-        out = self._run(state, torch.tensor(self.pending_tokens), self.pending_features,
-                        torch.arange(1 - n_pending, 1), self.committed - n_pending, mask)
+        return self._run(state, torch.tensor(self.pending_tokens), self.pending_features,
+                         torch.arange(1 - n_pending, 1), self.committed - n_pending, mask)
+
+    def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
+        cfg = self.tree_cfg
+        depth = min(cfg.depth, max_depth)
+        out = self._catch_up(state)
         q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
 
         k = cfg.top_k
