@@ -37,7 +37,7 @@ class EagleDrafter(Drafter):
         self.rule = rule or ExactRule()
 
     def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
-        capacity = state.target.cfg.block_size + self.tree_cfg.depth * self.tree_cfg.top_k + 1
+        capacity = state.target.cfg.block_size + self.draft_room() + 1
         self.cache = self.net.new_cache(state.rows, capacity)
         self.greedy = state.sampling.greedy
         self.committed = 0  # drafter pairs in the cache; pair j holds image token j
@@ -49,6 +49,10 @@ class EagleDrafter(Drafter):
         # Kept node i's feature predicted the token after it: the next kept token, then the bonus.
         self.pending_features = hidden[:, kept]  # (R, L, D)
         self.pending_tokens = state.tokens[-len(kept):]
+
+    def draft_room(self) -> int:
+        """Drafter cache slots a proposal may fill beyond the committed pairs."""
+        return self.tree_cfg.depth * self.tree_cfg.top_k
 
     def _run(self, state: DecodeState, tokens: torch.Tensor, features: torch.Tensor,
              depth_offsets: torch.Tensor, first_slot: int, mask: torch.Tensor) -> torch.Tensor:
