@@ -11,9 +11,11 @@ from engine.acceptance import ExactRule, Rule, TypicalRule
 from engine.config import InvalidInput, TreeConfig
 from engine.drafters.base import Drafter
 from engine.drafters.eagle import EagleDrafter
-from engine.drafters.jacobi import JacobiDrafter
+from engine.drafters.jacobi import INITS, JacobiDrafter
 from engine.drafters.medusa import MedusaDrafter
 from engine.drafters.sps import SpsDrafter
+from engine.drafters.static_tree import DEFAULT_CHOICES, Choices, StaticTreeDrafter, check_choices
+from engine.gsd import GroupedRule, scaled_window
 from engine.lantern import VARIANTS, LanternRule
 from engine.models import ImageModel
 from engine.neighbours import METRICS
@@ -27,9 +29,16 @@ class MethodOptions:
     k: int = 256
     neighbours: str = "l2"  # l2, cosine, or random (the ablation)
     lantern_variant: str = "official"  # official (LANTERN's code) or paper (see engine/lantern.py)
+    # LANTERN++'s bound on the credited mass, (lambda - 1) p(x); chosen by measurement on our model.
+    lantern_lambda: float = 3.0
+    static_tree: Choices = DEFAULT_CHOICES  # LANTERN++'s tree: paths of draft ranks
     tree: TreeConfig = field(default_factory=TreeConfig)
     gamma: int = 4  # SpS chain length
     window: int = 16  # SJD's Jacobi window (the paper's 16)
+    sjd_init: str = "random"  # how SJD starts a position no target pass has seen: random, left, above
+    gsd_window: int | None = None  # GSD's rank half-window; None scales the published 7 to the codebook
+    gsd_p_gap: float = 0.15  # GSD: largest |p(y) - p(x)| in a group (published)
+    gsd_distance: float = 0.25  # GSD: squared embedding distance, a fraction of the mean one
 
     def __post_init__(self) -> None:
         if not 1 <= self.gamma <= 16:
@@ -42,6 +51,17 @@ class MethodOptions:
             raise InvalidInput(f"k {self.k} is out of range; allowed: 1 to codebook size - 1")
         if self.lantern_variant not in VARIANTS:
             raise InvalidInput(f"unknown LANTERN variant {self.lantern_variant!r}; allowed: {', '.join(VARIANTS)}")
+        if not 1.0 <= self.lantern_lambda <= 100.0:
+            raise InvalidInput(f"lambda {self.lantern_lambda} is out of range; allowed: 1 to 100")
+        check_choices(self.static_tree)
+        if self.sjd_init not in INITS:
+            raise InvalidInput(f"unknown Jacobi initialisation {self.sjd_init!r}; allowed: {', '.join(INITS)}")
+        if self.gsd_window is not None and not 0 <= self.gsd_window <= 4096:
+            raise InvalidInput(f"GSD window {self.gsd_window} is out of range; allowed: 0 to 4096")
+        if not 0.0 <= self.gsd_p_gap <= 1.0:
+            raise InvalidInput(f"GSD p gap {self.gsd_p_gap} is out of range; allowed: 0 to 1")
+        if not 0.0 <= self.gsd_distance <= 10.0:
+            raise InvalidInput(f"GSD distance {self.gsd_distance} is out of range; allowed: 0 to 10")
         if self.neighbours not in METRICS:
             raise InvalidInput(f"unknown neighbour metric {self.neighbours!r}; allowed: {', '.join(METRICS)}")
 
@@ -54,14 +74,25 @@ class Method:
     build: Callable[[ImageModel, MethodOptions], tuple[Drafter, Rule]]
 
 
-def _lantern_rule(model: ImageModel, options: MethodOptions) -> LanternRule:
-    # The official variant zeroes the k + 1 nearest codes on a rejection: one column more.
+def _neighbour_table(model: ImageModel, options: MethodOptions):
     vocab = model.target.cfg.vocab_size
     if options.k > vocab - 1:
         raise InvalidInput(f"k {options.k} is out of range; allowed: 1 to {vocab - 1} (codebook size - 1)")
-    columns = min(options.k + 1, vocab - 1)
-    table = model.neighbours(columns, options.neighbours)
-    return LanternRule(table, options.delta, options.lantern_variant, k=options.k)
+    # The official variant zeroes the k + 1 nearest codes on a rejection: one column more.
+    return model.neighbours(min(options.k + 1, vocab - 1), options.neighbours)
+
+
+def _lantern_rule(model: ImageModel, options: MethodOptions) -> LanternRule:
+    return LanternRule(_neighbour_table(model, options), options.delta, options.lantern_variant, k=options.k)
+
+
+def _lantern_pp_rule(model: ImageModel, options: MethodOptions) -> LanternRule:
+    return LanternRule(_neighbour_table(model, options), 0.0, options.lantern_variant,
+                       lam=options.lantern_lambda, k=options.k)
+
+
+def _jacobi(options: MethodOptions, coupled: bool = False, fresh_point_mass: bool = False) -> JacobiDrafter:
+    return JacobiDrafter(options.window, options.sjd_init, coupled, fresh_point_mass)
 
 
 def _vanilla(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
@@ -85,12 +116,29 @@ def _medusa(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
     return MedusaDrafter(model.drafter_net("medusa", "medusa")), TypicalRule()
 
 
+def _lantern_pp(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+    rule = _lantern_pp_rule(model, options)
+    return StaticTreeDrafter(model.drafter_net("eagle", "lantern_pp"), options.static_tree, rule), rule
+
+
 def _sjd(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
-    return JacobiDrafter(options.window), ExactRule()
+    return _jacobi(options), ExactRule()
+
+
+def _sjd_coupled(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+    return _jacobi(options, coupled=True), ExactRule()
 
 
 def _relaxed_sjd(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
-    return JacobiDrafter(options.window), _lantern_rule(model, options)
+    return _jacobi(options), _lantern_rule(model, options)
+
+
+def _gsd(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+    embeddings = model.target.tok_embeddings.weight.detach().float().cpu().numpy()  # (V, D)
+    window = scaled_window(len(embeddings)) if options.gsd_window is None else options.gsd_window
+    rule = GroupedRule(embeddings, window, options.gsd_p_gap, options.gsd_distance)
+    # GSD's code counts a fresh random draft as a point mass: a uniform q would credit any group.
+    return _jacobi(options, fresh_point_mass=True), rule
 
 
 METHODS: dict[str, Method] = {
@@ -99,10 +147,13 @@ METHODS: dict[str, Method] = {
         Method("vanilla", "Vanilla", True, _vanilla),
         Method("eagle2", "EAGLE-2", True, _eagle2),
         Method("lantern", "LANTERN", False, _lantern),
+        Method("lantern_pp", "LANTERN++", False, _lantern_pp),
         Method("sps", "SpS", True, _sps),
         Method("medusa", "Medusa", False, _medusa),
         Method("sjd", "SJD", True, _sjd),
+        Method("sjd_coupled", "Coupled SJD", True, _sjd_coupled),
         Method("relaxed_sjd", "Relaxed SJD", False, _relaxed_sjd),
+        Method("gsd", "GSD", False, _gsd),
     ]
 }
 

@@ -1,0 +1,143 @@
+"""LANTERN++'s static tree, coupled SJD and its initialisations, and GSD's grouped rule.
+
+The coupled-SJD statistical test draws N = 2,000 images of a 3 x 3 grid over a 3-token vocabulary
+and compares every position's token frequencies with the target's exact marginals (enumerated over
+all 3^9 sequences). A frequency's standard error is at most sqrt(0.25 / N) = 0.011; the tolerance
+0.05 is about 4.5 of them.
+"""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from engine.acceptance import ExactRule
+from engine.config import InvalidInput, SamplingConfig
+from engine.decode import decode
+from engine.drafters.eagle_net import EagleNet
+from engine.drafters.jacobi import JacobiDrafter
+from engine.drafters.static_tree import StaticTreeDrafter, parse_choices
+from engine.generate import generate
+from engine.gpt import GPT, GPTConfig
+from engine.gsd import GroupedRule, scaled_window
+from engine.methods import MethodOptions
+from tests.conftest import TINY_GPT
+
+GREEDY = SamplingConfig(temperature=0.0, cfg_scale=2.0)
+
+
+@pytest.fixture
+def tiny_eagle(tiny_model):
+    torch.manual_seed(1)
+    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
+    return tiny_model
+
+
+@pytest.mark.parametrize("choices", ["0 1 2 0.0 0.1 1.0 0.0.0", "0", "0 0.0 0.0.0 0.0.0.0 0.1 3 3.2"])
+def test_a_static_tree_with_the_exact_rule_reproduces_vanilla_greedy(tiny_eagle, choices):
+    vanilla = generate(tiny_eagle, "vanilla", GREEDY, 1).tokens
+    drafter = StaticTreeDrafter(tiny_eagle.drafters["eagle"], parse_choices(choices))
+    traces = list(decode(tiny_eagle.target, drafter, ExactRule(), GREEDY, 1))
+    assert np.array_equal(traces[-1].tokens_so_far, vanilla)
+    shapes = {len(t.tree_tokens) for t in traces[1:]}
+    assert max(shapes) == 1 + len(choices.split())
+
+
+def test_static_tree_paths_are_checked():
+    with pytest.raises(InvalidInput, match="no parent"):
+        parse_choices("0 1.0")
+    with pytest.raises(InvalidInput, match="rank paths"):
+        parse_choices("0 a")
+    assert parse_choices("1 0.1 0 0.0") == ((0,), (1,), (0, 0), (0, 1))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_lantern_pp_generates_whole_images(tiny_eagle, temperature):
+    result = generate(tiny_eagle, "lantern_pp", SamplingConfig(temperature=temperature), 2,
+                      MethodOptions(k=8, lantern_lambda=3.0))
+    assert sum(t.accepted_length for t in result.traces) == TINY_GPT.num_image_tokens
+
+
+@pytest.mark.parametrize("init", ["random", "left", "above"])
+@pytest.mark.parametrize("method", ["sjd", "sjd_coupled"])
+def test_jacobi_methods_reproduce_vanilla_greedy_from_every_initialisation(tiny_model, method, init):
+    vanilla = generate(tiny_model, "vanilla", GREEDY, 1).tokens
+    fast = generate(tiny_model, method, GREEDY, 1, MethodOptions(sjd_init=init, window=5))
+    assert np.array_equal(vanilla, fast.tokens)
+
+
+def test_copy_initialisations_draft_the_left_and_upper_tokens(tiny_model):
+    drafts = {}
+    for init in ("left", "above"):
+        traces = list(decode(tiny_model.target, JacobiDrafter(4, init), ExactRule(), GREEDY, 0))
+        first = traces[1]  # the first window: every draft is fresh
+        drafts[init] = first.tree_tokens[1:].tolist()
+        root_position = len(traces[0].new_tokens) - 1
+        tokens = traces[-1].tokens_so_far.tolist()
+        assert first.tree_tokens[0] == tokens[root_position]
+    grid = TINY_GPT.grid_size
+    root = int(traces[1].tree_tokens[0])
+    assert drafts["left"] == [root] * 3 + drafts["left"][3:]  # positions 1..3 copy leftwards
+    assert drafts["above"][grid - 1] == root  # position grid copies position 0
+
+
+def test_gsd_with_a_group_of_one_is_the_exact_rule():
+    rng = np.random.default_rng(0)
+    vocab = 16
+    embeddings = rng.normal(size=(vocab, 4))
+    for rule in (GroupedRule(embeddings, 0, 0.15, 0.25), GroupedRule(embeddings, 3, 0.0, 0.25),
+                 GroupedRule(embeddings, 3, 0.15, 0.0)):
+        for _ in range(100):
+            p, q = rng.dirichlet(np.ones(vocab)), rng.dirichlet(np.ones(vocab))
+            token, u = int(rng.integers(vocab)), float(rng.random())
+            for q_dist in (None, q):
+                a = ExactRule().test(p, token, q_dist, greedy=False, uniform=u)
+                b = rule.test(p, token, q_dist, greedy=False, uniform=u)
+                assert (a.accepted, a.accept_prob) == (b.accepted, pytest.approx(b.accept_prob))
+                np.testing.assert_allclose(a.residual, b.residual)
+
+
+def test_gsd_with_a_group_of_one_decodes_as_sjd_with_the_same_drafts(tiny_model):
+    sampling = SamplingConfig(temperature=1.0, seed=3)
+    gsd = generate(tiny_model, "gsd", sampling, 1, MethodOptions(gsd_window=0)).tokens
+    drafter = JacobiDrafter(MethodOptions.window, fresh_point_mass=True)
+    sjd = list(decode(tiny_model.target, drafter, ExactRule(), sampling, 1))[-1].tokens_so_far
+    assert np.array_equal(gsd, sjd)
+
+
+def test_gsd_groups_close_ranks_within_the_thresholds():
+    p = np.array([0.05, 0.10, 0.12, 0.13, 0.30, 0.30])
+    embeddings = np.array([[0.0], [0.1], [0.1], [5.0], [0.0], [0.0]])
+    rule = GroupedRule(embeddings, 2, 0.15, 1.0)  # mean squared distance is large: 5.0 is still far
+    group = rule.group(p, 2).tolist()
+    assert group[0] == 2 and set(group) == {2, 0, 1}  # rank neighbours 0, 1 (near), 3 (far away)
+    assert scaled_window(8192) == 7 and scaled_window(1024) == 1 and scaled_window(16384) == 14
+
+
+def _exact_marginals(model: GPT, vocab: int, n: int) -> np.ndarray:
+    """(n, V): the target's marginal distribution at every position, class 0, no guidance."""
+    sequences = torch.tensor(list(itertools.product(range(vocab), repeat=n)))  # (V^n, n)
+    with torch.no_grad():
+        logits = model.training_logits(torch.zeros(len(sequences), dtype=torch.long), sequences)
+    logp = logits.double().log_softmax(-1).gather(-1, sequences[..., None])[..., 0].sum(-1)  # (V^n,)
+    joint = logp.exp().numpy()
+    return np.stack([np.bincount(sequences[:, i].numpy(), weights=joint, minlength=vocab) for i in range(n)])
+
+
+def test_coupled_sjd_samples_the_target_distribution():
+    cfg = GPTConfig(dim=32, n_layer=1, n_head=2, vocab_size=3, num_classes=2, cls_token_num=1, grid_size=3)
+    torch.manual_seed(0)
+    model = GPT(cfg).eval()
+    with torch.no_grad():
+        model.output.weight.mul_(6.0)  # distinct, position-dependent distributions
+    truth = _exact_marginals(model, cfg.vocab_size, cfg.num_image_tokens)
+    draws = 2000
+    counts = np.zeros_like(truth)
+    coupled_steps = 0
+    for seed in range(draws):
+        sampling = SamplingConfig(temperature=1.0, cfg_scale=1.0, seed=seed)
+        traces = list(decode(model, JacobiDrafter(8, coupled=True), ExactRule(), sampling, 0))
+        counts[np.arange(cfg.num_image_tokens), traces[-1].tokens_so_far] += 1
+        coupled_steps += len(traces) > 2
+    assert coupled_steps > draws // 2  # most images needed a second window, where coupling acts
+    assert np.abs(counts / draws - truth).max() < 0.05
