@@ -12,6 +12,9 @@ import numpy as np
 import torch
 
 from engine.config import InvalidInput, SamplingConfig, TreeConfig
+from engine.drafters.jacobi import INITS
+from engine.drafters.static_tree import DEFAULT_CHOICES, parse_choices
+from engine.lantern import VARIANTS
 from engine.methods import METHODS, MethodOptions
 from engine.weights import WeightsError
 
@@ -39,6 +42,19 @@ def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
     parser.add_argument("--delta", type=float, default=MethodOptions.delta, help="LANTERN's TV budget")
     parser.add_argument("--k", type=int, default=MethodOptions.k, help="LANTERN's neighbour count")
     parser.add_argument("--neighbours", default=MethodOptions.neighbours, help="l2, cosine or random")
+    parser.add_argument("--lantern-variant", default=MethodOptions.lantern_variant, choices=VARIANTS,
+                        help="official: LANTERN's code; paper: the relaxed distribution with A removed")
+    parser.add_argument("--lantern-lambda", type=float, default=MethodOptions.lantern_lambda,
+                        help="LANTERN++: credited mass at most (lambda - 1) p(x)")
+    parser.add_argument("--static-tree", default=" ".join(".".join(map(str, c)) for c in DEFAULT_CHOICES),
+                        help="LANTERN++'s static tree: rank paths, e.g. '0 1 0.0 0.1 0.0.0'")
+    parser.add_argument("--sjd-init", default=MethodOptions.sjd_init, choices=INITS,
+                        help="how Jacobi methods start unseen positions")
+    parser.add_argument("--gsd-window", type=int, default=None,
+                        help="GSD's rank half-window (default: the published 7 scaled to the codebook)")
+    parser.add_argument("--gsd-p-gap", type=float, default=MethodOptions.gsd_p_gap)
+    parser.add_argument("--gsd-distance", type=float, default=MethodOptions.gsd_distance,
+                        help="GSD's squared embedding distance, a fraction of the mean one")
     parser.add_argument("--tree-depth", type=int, default=TreeConfig.depth)
     parser.add_argument("--tree-top-k", type=int, default=TreeConfig.top_k)
     parser.add_argument("--tree-tokens", type=int, default=TreeConfig.total_tokens)
@@ -51,7 +67,10 @@ def _sampling(args) -> SamplingConfig:
 
 def _options(args) -> MethodOptions:
     return MethodOptions(delta=args.delta, k=args.k, neighbours=args.neighbours,
-                         tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens))
+                         tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens),
+                         lantern_variant=args.lantern_variant, lantern_lambda=args.lantern_lambda,
+                         static_tree=parse_choices(args.static_tree), sjd_init=args.sjd_init,
+                         gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)
 
 
 def _load_model(args):
@@ -108,6 +127,10 @@ def cmd_bench(args) -> None:
         config = {"model": model.name, "n_images": args.n_images, "methods": methods,
                   "temperature": sampling.temperature, "cfg": sampling.cfg_scale, "top_k": sampling.top_k,
                   "top_p": sampling.top_p, "seed": sampling.seed, "delta": options.delta, "k": options.k,
+                  "lantern_variant": options.lantern_variant, "lantern_lambda": options.lantern_lambda,
+                  "static_tree": [list(c) for c in options.static_tree], "sjd_init": options.sjd_init,
+                  "gsd": {"window": options.gsd_window, "p_gap": options.gsd_p_gap,
+                          "distance": options.gsd_distance},
                   "tree": dataclasses.asdict(options.tree),
                   "threads": args.threads}
         Path(args.json).write_text(json.dumps({"config": config, "methods": results}, indent=2))
