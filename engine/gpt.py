@@ -8,6 +8,7 @@ only in the positions, slots and mask they pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -67,6 +68,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:  # the fused kernel: one call, bit for bit the lines below
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         # Computed in fp32 as LlamaGen does, so bf16 runs normalise like fp32 ones.
         xf = x.float()
         normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -90,13 +93,31 @@ def rope_table_2d(grid_size: int, head_dim: int, base: float, cls_token_num: int
     return torch.cat([torch.zeros(cls_token_num, half, 2), table])
 
 
-def apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """x (B, T, H, hd), table (T, hd/2, 2): rotate interleaved pairs (x[..., 0::2], x[..., 1::2])."""
-    pairs = x.float().reshape(*x.shape[:-1], -1, 2)  # (B, T, H, hd/2, 2)
-    cos, sin = table[None, :, None, :, 0], table[None, :, None, :, 1]
-    x0, x1 = pairs[..., 0], pairs[..., 1]
-    rotated = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1)
-    return rotated.flatten(3).type_as(x)
+class Rotation(NamedTuple):
+    """A rope table laid out for a rotation in three elementwise kernels (see apply_rope)."""
+
+    cos: torch.Tensor  # (T, 1, hd): cos of each pair's angle, on both members of the pair
+    sin: torch.Tensor  # (T, 1, hd): -sin on a pair's first member, +sin on its second
+
+
+def rotation(table: torch.Tensor) -> Rotation:
+    """table (T, hd/2, 2) cos/sin -> the Rotation that apply_rope uses; built once per forward."""
+    cos, sin = table[..., 0], table[..., 1]  # (T, hd/2) each
+    return Rotation(torch.stack([cos, cos], -1).flatten(1)[:, None],  # (T, 1, hd)
+                    torch.stack([-sin, sin], -1).flatten(1)[:, None])  # (T, 1, hd)
+
+
+def apply_rope(x: torch.Tensor, rope: torch.Tensor | Rotation) -> torch.Tensor:
+    """x (B, T, H, hd), rope a table (T, hd/2, 2) or its Rotation: rotate interleaved pairs
+    (x0, x1) = (x[..., 0::2], x[..., 1::2]) to (x0 cos - x1 sin, x1 cos + x0 sin).
+
+    As x * cos + swap(x) * sin with the signs folded into the sin table, which gives the same bits
+    (a - b equals a + (-b) in floating point) with a third of the kernel launches.
+    """
+    rot = rope if isinstance(rope, Rotation) else rotation(rope)
+    xf = x.float()  # (B, T, H, hd)
+    swapped = xf.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (B, T, H, hd): (x1, x0) pairs
+    return (xf * rot.cos + swapped * rot.sin).type_as(x)
 
 
 class Attention(nn.Module):
@@ -109,7 +130,8 @@ class Attention(nn.Module):
     def forward(self, x, rope, layer: int, cache: KVCache | None, slots, mask) -> torch.Tensor:
         B, T, D = x.shape
         H = self.n_head
-        qkv = self.wqkv(x).view(B, T, 3 * H, self.head_dim)  # (B, T, 3H, hd): q, k, v heads
+        # Weights are used through F.linear: a module call costs more than the product at T = 1.
+        qkv = F.linear(x, self.wqkv.weight).view(B, T, 3 * H, self.head_dim)  # (B, T, 3H, hd): q, k, v heads
         # Queries and keys rotate together: one rotation call instead of two per layer.
         qk = apply_rope(qkv[:, :, : 2 * H], rope).transpose(1, 2)  # (B, 2H, T, hd)
         q, k = qk[:, :H], qk[:, H:]  # (B, H, T, hd) each
@@ -117,7 +139,7 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.write(layer, slots, k, v, visible=mask.shape[-1])  # (B, H, S, hd)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, hd)
-        return self.wo(y.transpose(1, 2).reshape(B, T, D))
+        return F.linear(y.transpose(1, 2).reshape(B, T, D), self.wo.weight)
 
 
 class FeedForward(nn.Module):
@@ -128,7 +150,8 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        gated = F.silu(F.linear(x, self.w1.weight)) * F.linear(x, self.w3.weight)  # (B, T, ffn)
+        return F.linear(gated, self.w2.weight)
 
 
 class TransformerBlock(nn.Module):
@@ -140,8 +163,10 @@ class TransformerBlock(nn.Module):
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
 
     def forward(self, x, rope, layer, cache, slots, mask) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x), rope, layer, cache, slots, mask)
-        return h + self.feed_forward(self.ffn_norm(h))
+        # Submodules are called through .forward: nn.Module.__call__'s bookkeeping, times the
+        # modules of every layer, is a measurable share of a one-token step. None has hooks.
+        h = x + self.attention.forward(self.attention_norm.forward(x), rope, layer, cache, slots, mask)
+        return h + self.feed_forward.forward(self.ffn_norm.forward(h))
 
 
 class ClassEmbedder(nn.Module):
@@ -191,9 +216,12 @@ class GPT(nn.Module):
         With a cache, keys and values go to cache `slots` (T,) and `mask` (T, S) says which slots
         each query sees; without one, `mask` (T, T) applies to the T inputs alone.
         """
-        rope = self.rope[positions]  # (T, hd/2, 2)
+        rope = rotation(self.rope[positions])  # (T, 1, hd) x 2, shared by every layer
+        if mask is not None and mask.dtype == torch.bool:
+            # Attention would turn a bool mask into an additive one in every layer; do it once.
+            mask = torch.zeros(mask.shape, dtype=h.dtype, device=h.device).masked_fill_(~mask, float("-inf"))
         for i, layer in enumerate(self.layers):
-            h = layer(h, rope, i, cache, slots, mask)
+            h = layer.forward(h, rope, i, cache, slots, mask)
         return self.norm(h)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
