@@ -5,6 +5,8 @@ accepted tree path means copying its entries to the contiguous slots after the c
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
@@ -23,11 +25,18 @@ class KVCache:
         self.v[layer].index_copy_(2, slots, v.to(self.v.dtype))
         return self.k[layer, :, :, :visible], self.v[layer, :, :, :visible]
 
-    def keep(self, source_slots: torch.Tensor, start: int) -> None:
+    def keep(self, source_slots: Sequence[int] | torch.Tensor, start: int) -> None:
         """Copy entries at `source_slots` (n,) to slots start .. start + n - 1, in order."""
-        n = source_slots.numel()
-        destination = torch.arange(start, start + n, device=self.k.device)
-        if torch.equal(source_slots, destination):
+        sources = source_slots.tolist() if isinstance(source_slots, torch.Tensor) else list(source_slots)
+        # A kept path usually begins with entries already in place (the root, a first child):
+        # only the rest moves.
+        skip = 0
+        while skip < len(sources) and sources[skip] == start + skip:
+            skip += 1
+        moved = sources[skip:]
+        if not moved:
             return
-        self.k[:, :, :, start:start + n] = self.k[:, :, :, source_slots]
-        self.v[:, :, :, start:start + n] = self.v[:, :, :, source_slots]
+        first, n = start + skip, len(moved)
+        index = torch.tensor(moved, device=self.k.device)  # (m,)
+        self.k[:, :, :, first:first + n] = self.k.index_select(3, index)
+        self.v[:, :, :, first:first + n] = self.v.index_select(3, index)

@@ -54,21 +54,22 @@ class DraftTree:
 
 
 def depths_of(parents: torch.Tensor) -> torch.Tensor:
-    depths = torch.zeros(len(parents), dtype=torch.long)
-    for node, parent in enumerate(parents.tolist()):
-        if parent >= 0:
-            depths[node] = depths[parent] + 1
-    return depths
+    # On Python ints: trees are small, and element-wise tensor indexing costs microseconds per node.
+    depths: list[int] = []
+    for parent in parents.tolist():
+        depths.append(depths[parent] + 1 if parent >= 0 else 0)  # parents come before children
+    return torch.tensor(depths, dtype=torch.long)  # (N,)
 
 
 def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
     """(N, N) bool: row i is True at i and at every ancestor of i (what node i may attend to)."""
     n = len(parents)
-    mask = torch.eye(n, dtype=torch.bool)
+    rows: list[list[bool]] = []
     for node, parent in enumerate(parents.tolist()):
-        if parent >= 0:
-            mask[node] |= mask[parent]  # parents come before children
-    return mask
+        row = list(rows[parent]) if parent >= 0 else [False] * n  # parents come before children
+        row[node] = True
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.bool).view(n, n)  # (N, N)
 
 
 def root_to_leaf_paths(parents: torch.Tensor) -> list[list[int]]:
@@ -88,6 +89,8 @@ def root_to_leaf_paths(parents: torch.Tensor) -> list[list[int]]:
 
 def mask_for_cache(tree_mask: torch.Tensor, committed: int) -> torch.Tensor:
     """(N, committed + N): every node sees the committed prefix, then its own ancestors."""
-    prefix = torch.ones(tree_mask.shape[0], committed, dtype=torch.bool)
-    return torch.cat([prefix, tree_mask], dim=1)
+    n = tree_mask.shape[0]
+    mask = torch.ones(n, committed + n, dtype=torch.bool)  # (N, committed + N)
+    mask[:, committed:] = tree_mask
+    return mask
 
