@@ -13,7 +13,7 @@ import gradio as gr
 import numpy as np
 
 from app import plots, render, text
-from app.compare import Lane, interleave, summary
+from app.lanes import Lane, interleave, summary
 from app.detail import first_position, token_detail
 from app.request import CompareRequest
 from app.runtime import RunState, Runtime, usable_methods

@@ -6,7 +6,7 @@ import html
 
 import numpy as np
 
-from app.compare import Lane, summary
+from app.lanes import Lane, summary
 from app.detail import TokenDetail
 
 _BOX = ("display:inline-block;min-width:44px;margin:2px 3px 2px 0;padding:3px 6px;border-radius:8px;"

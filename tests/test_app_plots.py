@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from app import plots, shipped, text
-from app.compare import run_to_end
+from app.lanes import run_to_end
 from app.detail import token_detail
 from engine.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
@@ -105,7 +105,7 @@ def test_words_quote_the_live_numbers(lanes):
     assert f"{entropy:.2f} bits" in lesson and "delta = 0.3, k = 8" in lesson
     assert "| LANTERN (relaxed) |" in lesson and "| EAGLE-2 (lossless) |" in lesson
     assert "Its entropy is typically" in text.how_it_works(None, 0.2, 64, 1024)
-    from app.compare import summary
+    from app.lanes import summary
 
     row = summary(lanes)[2]
     counters = text.counters_html(row)
@@ -129,5 +129,5 @@ def test_the_shipped_projection_belongs_to_the_shipped_tokenizer():
 
     weights = load_embedded_tokenizer().quantize.embedding.weight.detach().float().numpy()
     projection = shipped.load_projection(weights)
-    assert projection.name == "UMAP", "rerun python -m app.precompute_umap after retraining the tokenizer"
+    assert projection.name == "UMAP", "rerun python -m tools.precompute_umap after retraining the tokenizer"
     assert np.isfinite(projection.coords).all()

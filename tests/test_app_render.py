@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from app import render
-from app.compare import run_to_end
+from app.lanes import run_to_end
 from app.detail import first_position, token_detail
 from engine.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet

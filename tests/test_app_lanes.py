@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.compare import interleave, run_to_end, speedup, summary
+from app.lanes import interleave, run_to_end, speedup, summary
 from app.request import CompareRequest
 from app.runtime import Runtime, usable_methods
 from engine.config import InvalidInput, SamplingConfig

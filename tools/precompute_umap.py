@@ -1,4 +1,4 @@
-"""Project the shipped tokenizer's VQ codebook to 2-D with UMAP, once: `python -m app.precompute_umap`.
+"""Project the shipped tokenizer's VQ codebook to 2-D with UMAP, once: `python -m tools.precompute_umap`.
 
 The app only reads the result (assets/codebook_umap.npy with a fingerprint of the codebook in
 assets/codebook_umap.json), because importing umap-learn and fitting take tens of seconds. Rerun it
@@ -16,7 +16,7 @@ import numpy as np
 from app.shipped import UMAP_FILE, UMAP_META, codebook_fingerprint
 from engine.embedded import ASSETS
 
-log = logging.getLogger("app.precompute_umap")
+log = logging.getLogger("tools.precompute_umap")
 
 
 def project(codebook: np.ndarray, seed: int, n_neighbors: int, min_dist: float) -> np.ndarray:
