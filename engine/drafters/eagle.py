@@ -75,8 +75,8 @@ class EagleDrafter(Drafter):
         """Feed the pairs the target confirmed last step; the last one ends at the root. Returns the
         drafter's features (R, n, D), the last of which predicts the root's child."""
         n_pending = len(self.pending_tokens)
-        causal = torch.ones(n_pending, n_pending, dtype=torch.bool).tril()
-        mask = torch.cat([torch.ones(n_pending, self.committed, dtype=torch.bool), causal], dim=1)
+        mask = torch.ones(n_pending, self.committed + n_pending, dtype=torch.bool)  # (n, committed + n)
+        mask[:, self.committed:].tril_()
         self.committed += n_pending
         return self._run(state, torch.tensor(self.pending_tokens), self.pending_features,
                          torch.arange(1 - n_pending, 1), self.committed - n_pending, mask)
@@ -119,9 +119,13 @@ class EagleDrafter(Drafter):
         """q (F, V) -> the k children of each row (F, k): best first, none ruled out by an earlier
         one; rows short of k such children are filled up with the best of the rest."""
         cand_q, cand_tokens = q.topk(min(q.shape[-1], k * CANDIDATES_PER_CHILD), dim=-1)  # (F, C)
-        ruled_out = self.rule.rules_out(q, cand_tokens, self.greedy).tolist()  # (F, C, C)
+        ruled = self.rule.rules_out(q, cand_tokens, self.greedy)  # (F, C, C)
+        count = ruled.shape[-1]
+        others = ~torch.eye(count, dtype=torch.bool, device=ruled.device)  # (C, C)
+        if not (ruled & others).any():  # each rejection rules out itself alone: plain top-k
+            return cand_q[:, :k], cand_tokens[:, :k]
         picks = []
-        for row in ruled_out:
+        for row in ruled.tolist():
             chosen, blocked = [], [False] * len(row)
             for index, rules in enumerate(row):
                 if not blocked[index]:
