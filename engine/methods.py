@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import torch
+
 from engine.acceptance import ExactRule, Rule, TypicalRule
 from engine.config import InvalidInput, TreeConfig
 from engine.drafters.base import Drafter
@@ -71,7 +73,15 @@ class Method:
     name: str
     title: str
     lossless: bool  # output distribution equals the target's (greedy output equals vanilla's)
-    build: Callable[[ImageModel, MethodOptions], tuple[Drafter, Rule]]
+    make: Callable[[ImageModel, MethodOptions, torch.nn.Module | None], tuple[Drafter, Rule]]
+    drafter: str | None = None  # the trained drafter it needs (a key of ImageModel.drafters)
+
+    def runs_on(self, model: ImageModel) -> bool:
+        return self.drafter is None or self.drafter in model.drafters
+
+    def build(self, model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+        net = model.drafter_net(self.drafter, self.name) if self.drafter else None
+        return self.make(model, options, net)
 
 
 def _neighbour_table(model: ImageModel, options: MethodOptions):
@@ -95,45 +105,45 @@ def _jacobi(options: MethodOptions, coupled: bool = False, fresh_point_mass: boo
     return JacobiDrafter(options.window, options.sjd_init, coupled, fresh_point_mass)
 
 
-def _vanilla(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+def _vanilla(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     return Drafter(), ExactRule()
 
 
-def _eagle2(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
-    return EagleDrafter(model.drafter_net("eagle", "eagle2"), options.tree), ExactRule()
+def _eagle2(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    return EagleDrafter(net, options.tree), ExactRule()
 
 
-def _lantern(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+def _lantern(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     rule = _lantern_rule(model, options)
-    return EagleDrafter(model.drafter_net("eagle", "lantern"), options.tree, rule), rule
+    return EagleDrafter(net, options.tree, rule), rule
 
 
-def _sps(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
-    return SpsDrafter(model.drafter_net("sps", "sps"), options.gamma), ExactRule()
+def _sps(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    return SpsDrafter(net, options.gamma), ExactRule()
 
 
-def _medusa(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
-    return MedusaDrafter(model.drafter_net("medusa", "medusa")), TypicalRule()
+def _medusa(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    return MedusaDrafter(net), TypicalRule()
 
 
-def _lantern_pp(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+def _lantern_pp(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     rule = _lantern_pp_rule(model, options)
-    return StaticTreeDrafter(model.drafter_net("eagle", "lantern_pp"), options.static_tree, rule), rule
+    return StaticTreeDrafter(net, options.static_tree, rule), rule
 
 
-def _sjd(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+def _sjd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     return _jacobi(options), ExactRule()
 
 
-def _sjd_coupled(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+def _sjd_coupled(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     return _jacobi(options, coupled=True), ExactRule()
 
 
-def _relaxed_sjd(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+def _relaxed_sjd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     return _jacobi(options), _lantern_rule(model, options)
 
 
-def _gsd(model: ImageModel, options: MethodOptions) -> tuple[Drafter, Rule]:
+def _gsd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     embeddings = model.target.tok_embeddings.weight.detach().float().cpu().numpy()  # (V, D)
     window = scaled_window(len(embeddings)) if options.gsd_window is None else options.gsd_window
     rule = GroupedRule(embeddings, window, options.gsd_p_gap, options.gsd_distance)
@@ -145,11 +155,11 @@ METHODS: dict[str, Method] = {
     m.name: m
     for m in [
         Method("vanilla", "Vanilla", True, _vanilla),
-        Method("eagle2", "EAGLE-2", True, _eagle2),
-        Method("lantern", "LANTERN", False, _lantern),
-        Method("lantern_pp", "LANTERN++", False, _lantern_pp),
-        Method("sps", "SpS", True, _sps),
-        Method("medusa", "Medusa", False, _medusa),
+        Method("eagle2", "EAGLE-2", True, _eagle2, "eagle"),
+        Method("lantern", "LANTERN", False, _lantern, "eagle"),
+        Method("lantern_pp", "LANTERN++", False, _lantern_pp, "eagle"),
+        Method("sps", "SpS", True, _sps, "sps"),
+        Method("medusa", "Medusa", False, _medusa, "medusa"),
         Method("sjd", "SJD", True, _sjd),
         Method("sjd_coupled", "Coupled SJD", True, _sjd_coupled),
         Method("relaxed_sjd", "Relaxed SJD", False, _relaxed_sjd),
