@@ -1,14 +1,18 @@
 """The benchmark: methods interleaved image by image in one run, ratios against vanilla.
 
 Speed-up is the median over images of vanilla's wall time divided by the method's on the same class
-and seed, so that machine load drifting during the run affects both sides of each ratio alike.
+and seed, so that machine load drifting during the run affects both sides of each ratio alike. The
+whole interleaved run can be repeated: each repeat gives one speed-up per method, and the report is
+their median with the lowest and highest, since one run's timing noise can move it by several percent.
+Tokens, and so MAL and quality, depend only on the seeds: they come from the first repeat, and every
+other repeat is checked to produce the same tokens.
 """
 from __future__ import annotations
 
 import statistics
 import numpy as np
 
-from engine.config import SamplingConfig
+from engine.config import InvalidInput, SamplingConfig
 from engine.generate import Generation, generate
 from engine.methods import MethodOptions, get_method
 from engine.models import ImageModel
@@ -38,9 +42,54 @@ def run_methods(model: ImageModel, methods: list[str], sampling: SamplingConfig,
     return runs
 
 
+def run_repeats(model: ImageModel, methods: list[str], sampling: SamplingConfig, n_images: int,
+                options: MethodOptions, repeats: int, progress=None) -> list[dict[str, list[Generation]]]:
+    """The whole interleaved run `repeats` times over the same images and seeds."""
+    if repeats < 1:
+        raise InvalidInput(f"repeats {repeats} is out of range; allowed: 1 or more")
+    return [run_methods(model, methods, sampling, n_images, options, progress) for _ in range(repeats)]
+
+
+def speedup(baseline: list[Generation], gens: list[Generation]) -> float:
+    """Median over images of vanilla's wall time over the method's, in one repeat."""
+    return statistics.median(b.wall_ms / g.wall_ms for b, g in zip(baseline, gens))
+
+
+def step_costs(gens: list[Generation]) -> dict[str, float]:
+    """Mean ms per target pass after the prefill: the draft, verify and accept timers, and `other`,
+    the rest of the wall time (prefill, setup, cache bookkeeping, traces) spread over the same steps."""
+    decoding = [t for g in gens for t in g.traces[1:]]
+    steps = max(1, len(decoding))
+    parts = {part: sum(getattr(t, f"{part}_ms") for t in decoding) / steps
+             for part in ("draft", "verify", "accept")}
+    wall = sum(g.wall_ms for g in gens) / steps
+    return {**parts, "other": wall - sum(parts.values()), "wall": wall}
+
+
+def _timing(repeats: list[dict[str, list[Generation]]], name: str) -> dict:
+    """Speed-up over repeats (median, min, max) and the step cost split pooled over all repeats."""
+    per_repeat = [speedup(runs[BASELINE], runs[name]) for runs in repeats]
+    first = repeats[0][name]
+    return {
+        "speedup": statistics.median(per_repeat),
+        "speedup_min": min(per_repeat),
+        "speedup_max": max(per_repeat),
+        "speedup_per_repeat": per_repeat,
+        "ms_per_image": statistics.median(statistics.mean(g.wall_ms for g in runs[name]) for runs in repeats),
+        "ms_per_step": step_costs([g for runs in repeats for g in runs[name]]),
+        "repeats": len(repeats),
+        "repeats_agree": all(np.array_equal(a.tokens, b.tokens)
+                             for runs in repeats[1:] for a, b in zip(first, runs[name])),
+    }
+
+
 def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: SamplingConfig,
-              requested: list[str], classifier=None) -> dict[str, dict]:
+              requested: list[str], classifier=None,
+              repeats: list[dict[str, list[Generation]]] | None = None) -> dict[str, dict]:
+    """Per method: MAL, acceptance and quality from `runs`; timings over `repeats` (all the
+    repeats, `runs` among them; just `runs` when not given)."""
     classifier = classifier or load_classifier()
+    repeats = repeats or [runs]
     baseline = runs[BASELINE]
     results = {}
     for name in [m for m in runs if m in requested]:
@@ -52,13 +101,12 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
         decoding = [t for g in gens for t in g.traces[1:]]
         verdicts = [v for t in decoding for v in t.verdicts]
         entropies = [e for g in gens for t in g.traces for e in t.entropy_bits]
-        draft_ms = sum(t.draft_ms for t in decoding) / max(1, len(decoding))
-        verify_ms = sum(t.verify_ms for t in decoding) / max(1, len(decoding))
-        accept_ms = sum(t.accept_ms for t in decoding) / max(1, len(decoding))
+        mal = sum(t.accepted_length for t in decoding) / max(1, len(decoding))
+        timing = _timing(repeats, name)
         results[name] = {
-            "mal": sum(t.accepted_length for t in decoding) / max(1, len(decoding)),
-            "speedup": statistics.median(b.wall_ms / g.wall_ms for b, g in zip(baseline, gens)),
-            "ms_per_image": statistics.mean(g.wall_ms for g in gens),
+            "mal": mal,
+            **timing,
+            "speedup_per_mal": timing["speedup"] / mal,
             "target_forwards_per_image": statistics.mean(len(g.traces) for g in gens),
             "mean_accept_prob": (float(np.mean([v.accept_prob for v in verdicts])) if verdicts else None),
             "class_accuracy": quality.class_accuracy,
@@ -67,7 +115,6 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
             "matches_vanilla_greedy": (
                 all(np.array_equal(b.tokens, g.tokens) for b, g in zip(baseline, gens))
                 if sampling.greedy and name != BASELINE else None),
-            "ms_per_step": {"draft": draft_ms, "verify": verify_ms, "accept": accept_ms},
         }
     return results
 
@@ -79,14 +126,20 @@ def _as_tensor(tokens: np.ndarray):
 
 
 def format_table(results: dict[str, dict]) -> str:
-    header = (f"{'method':<12}{'speed-up':>9}{'MAL':>7}{'accept p':>10}{'ms/image':>10}"
+    """Speed-up as the median over repeats [lowest-highest]; ms per step split into draft / verify /
+    accept / other."""
+    header = (f"{'method':<12}{'speed-up':>9}{'[min-max]':>13}{'MAL':>7}{'sp/MAL':>8}{'accept p':>10}"
+              f"{'ms/image':>10}{'ms/step':>9}{'draft':>7}{'verify':>7}{'accept':>7}{'other':>7}"
               f"{'forwards':>10}{'class acc':>10}{'fid_proxy':>10}{'H bits':>8}{'= vanilla':>10}")
     lines = [header, "-" * len(header)]
     for name, r in results.items():
         accept = "-" if r["mean_accept_prob"] is None else f"{r['mean_accept_prob']:.3f}"
         same = {None: "-", True: "yes", False: "NO"}[r["matches_vanilla_greedy"]]
-        lines.append(f"{name:<12}{r['speedup']:>8.2f}x{r['mal']:>7.2f}{accept:>10}"
-                     f"{r['ms_per_image']:>10.0f}{r['target_forwards_per_image']:>10.1f}"
-                     f"{r['class_accuracy']:>10.3f}{r['fid_proxy']:>10.2f}{r['mean_entropy_bits']:>8.2f}"
-                     f"{same:>10}")
+        spread = f"[{r['speedup_min']:.2f}-{r['speedup_max']:.2f}]"
+        step = r["ms_per_step"]
+        lines.append(f"{name:<12}{r['speedup']:>8.2f}x{spread:>13}{r['mal']:>7.2f}{r['speedup_per_mal']:>8.2f}"
+                     f"{accept:>10}{r['ms_per_image']:>10.0f}{step['wall']:>9.2f}{step['draft']:>7.2f}"
+                     f"{step['verify']:>7.2f}{step['accept']:>7.2f}{step['other']:>7.2f}"
+                     f"{r['target_forwards_per_image']:>10.1f}{r['class_accuracy']:>10.3f}"
+                     f"{r['fid_proxy']:>10.2f}{r['mean_entropy_bits']:>8.2f}{same:>10}")
     return "\n".join(lines)

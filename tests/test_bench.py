@@ -1,10 +1,14 @@
+import dataclasses
 import json
+import math
+import statistics
 
+import pytest
 import torch
 
-from engine.bench import format_table, run_methods, summarise
+from engine.bench import format_table, run_methods, run_repeats, summarise
 from engine.classifier import Classifier, ClassifierConfig
-from engine.config import SamplingConfig, TreeConfig
+from engine.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.methods import MethodOptions
 from engine.sweep import run_sweep, write_sweep
@@ -43,3 +47,48 @@ def test_sweep_writes_json_and_chart(tiny_model, tmp_path):
     assert [(p["delta"], p["k"]) for p in sweep["points"]] == [(0.0, 4), (0.3, 4)]
     html = write_sweep(sweep, tmp_path / "sweep.json")
     assert html.exists() and json.loads((tmp_path / "sweep.json").read_text())["points"]
+
+
+def test_repeats_give_median_min_max_and_a_step_cost_split(tiny_model):
+    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
+    sampling = SamplingConfig(temperature=1.0)
+    options = MethodOptions(tree=TreeConfig(2, 2, 4))
+    repeats = run_repeats(tiny_model, ["eagle2"], sampling, 2, options, repeats=3)
+    assert len(repeats) == 3 and all(list(runs) == ["vanilla", "eagle2"] for runs in repeats)
+    results = summarise(tiny_model, repeats[0], sampling, ["vanilla", "eagle2"], tiny_classifier(),
+                        repeats=repeats)
+    for r in results.values():
+        assert r["repeats"] == 3 and len(r["speedup_per_repeat"]) == 3
+        assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
+        assert r["speedup"] == statistics.median(r["speedup_per_repeat"])
+        assert r["repeats_agree"] is True  # seeded: every repeat draws the same tokens
+        assert math.isclose(r["speedup_per_mal"], r["speedup"] / r["mal"])
+        step = r["ms_per_step"]
+        assert set(step) == {"draft", "verify", "accept", "other", "wall"}
+        assert min(step["draft"], step["verify"], step["accept"]) >= 0.0
+        assert step["other"] >= 0.0  # the timed parts lie inside each image's wall time
+        assert math.isclose(step["draft"] + step["verify"] + step["accept"] + step["other"], step["wall"])
+    assert results["vanilla"]["speedup_per_repeat"] == [1.0, 1.0, 1.0]
+    table = format_table(results)
+    assert "sp/MAL" in table and "other" in table and "[" in table
+    json.dumps(results)
+
+
+def test_repeats_that_disagree_are_flagged_and_bad_counts_refused(tiny_model):
+    sampling = SamplingConfig(temperature=0.0)
+    options = MethodOptions()
+    first = run_methods(tiny_model, ["vanilla"], sampling, 2, options)
+    same, other = first["vanilla"]
+    changed = dataclasses.replace(other, tokens=other.tokens + 1)
+    results = summarise(tiny_model, first, sampling, ["vanilla"], tiny_classifier(),
+                        repeats=[first, {"vanilla": [same, changed]}])
+    assert results["vanilla"]["repeats_agree"] is False
+    with pytest.raises(InvalidInput):
+        run_repeats(tiny_model, ["vanilla"], sampling, 1, options, repeats=0)
+
+
+def test_bench_command_line_takes_repeats():
+    from engine.cli import build_parser
+
+    assert build_parser().parse_args(["bench"]).repeats == 3
+    assert build_parser().parse_args(["bench", "--repeats", "5"]).repeats == 5
