@@ -67,9 +67,14 @@ def greedy(logits: torch.Tensor, candidates: torch.Tensor, nearest: torch.Tensor
 
 
 def sampling(logits: torch.Tensor, candidates: torch.Tensor, nearest: torch.Tensor, k: int,
-             delta: float, uniforms: list[float]) -> tuple[int, int, torch.Tensor, list[float]]:
+             delta: float, uniforms: list[float],
+             drafts: torch.Tensor | None = None) -> tuple[int, int, torch.Tensor, list[float]]:
     """(best path, accepted drafts, the distribution of the next token, each tested child's
-    acceptance probability) for logits (P, L, V) that need no further processing."""
+    acceptance probability) for logits (P, L, V) that need no further processing.
+
+    Without `drafts` this is `evaluate_posterior` (a dynamic tree's deterministic drafts, q = 1);
+    with the draft distribution at every path position, drafts (P, L, V), it is the sampling branch
+    of `evaluate_posterior_v1` (a static tree's children drawn without replacement)."""
     draws = iter(uniforms)
     accept_length, accept_cand, best = 1, candidates[0, :1], 0
     probs_seen = []
@@ -98,15 +103,27 @@ def sampling(logits: torch.Tensor, candidates: torch.Tensor, nearest: torch.Tens
             last = int(inside[-1]) if inside.numel() else -1
             if last != -1:
                 px = px + cum[last]
-            probs_seen.append(min(1.0, float(px)))
-            if r <= px:
+            q = None
+            if drafts is not None:  # the parent's draft distribution without the siblings tried
+                q = drafts[j, i - 1].clone()
+                if tried[:-1]:
+                    q[torch.tensor(tried[:-1])] = 0
+                    q = q / q.sum()
+            qx = 1.0 if q is None else q[x]
+            probs_seen.append(min(1.0, float(px / qx)))
+            if r <= px / qx:
                 accept_cand = torch.cat([accept_cand, candidates[j, i : i + 1]])
                 accept_length += 1
                 best = j
                 break
-            gtp[x] = 0
-            if last != -1:
-                gtp[nearest[x, : k + 1]] = 0
+            if q is None:
+                gtp[x] = 0
+                if last != -1:
+                    gtp[nearest[x, : k + 1]] = 0
+            else:
+                if last != -1:
+                    q[nearest[x, : k + 1]] = 0
+                gtp = (gtp - q).clamp(min=0)
             if gtp.sum() == 0:
                 gtp = torch.ones_like(gtp)
             gtp = gtp / gtp.sum()

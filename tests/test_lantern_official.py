@@ -199,3 +199,35 @@ def test_the_residual_after_every_rejection_agrees_with_the_official_code():
                                                  nearest, K, 0.3, [2.0] * 5)
         assert accept == 0
         np.testing.assert_allclose(residual, final.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("delta", [0.1, 0.4, 3.0])
+def test_sampled_static_tree_drafts_agree_with_the_official_code(delta):
+    """LANTERN++ under sampling: children drawn without replacement, judged against q."""
+    rng = np.random.default_rng(5)
+    nearest = reference.random_nearest(VOCAB, rng)
+    official = LanternRule(nearest.numpy(), delta if delta <= 1.0 else 0.0, "official",
+                           lam=delta if delta > 1.0 else None, k=K)
+    for _ in range(300):
+        parents, tokens, probs = _random_case(rng)
+        drafts = rng.dirichlet(np.full(VOCAB, 0.5), size=len(tokens))  # (N, V) at every parent
+        q_dists = np.full((len(tokens), VOCAB), 1.0 / VOCAB)
+        for node in range(len(tokens)):
+            left = drafts[node].copy()
+            kids = [c for c in range(len(tokens)) if parents[c] == node]
+            picks = rng.choice(VOCAB, size=len(kids), replace=False, p=drafts[node])
+            for child, token in zip(kids, picks):
+                tokens[child] = int(token)
+                q_dists[child] = left / left.sum()
+                left[token] = 0.0
+        tree = DraftTree(torch.tensor(tokens), torch.tensor(parents),
+                         torch.ones(len(tokens), dtype=torch.float64), torch.from_numpy(q_dists))
+        uniforms = rng.random(len(tokens) + 1)
+        result = walk(tree, probs, official, greedy=False, uniforms=uniforms)
+        retrieve, candidates = reference.paths_table(parents, tokens, lexicographic=True)
+        per_path_drafts = torch.from_numpy(drafts)[retrieve.clamp(min=0)]  # (P, L, V)
+        best, accept, final, seen = reference.sampling(_per_path_logits(probs, retrieve), candidates,
+                                                       nearest, K, delta, list(uniforms), per_path_drafts)
+        assert result.accepted_nodes == retrieve[best, 1: accept + 1].tolist()
+        assert [v.accept_prob for v in result.verdicts] == pytest.approx(seen)
+        assert result.next_token == draw(final.numpy(), uniforms[len(seen)])

@@ -2,7 +2,8 @@
 
 The tree's shape is fixed: a list of paths of draft ranks, e.g. (0, 1) = the second-best child of
 the best child of the root. Each level runs the EAGLE network once on every node that has children
-there, and each child takes the drafter's token of its rank. Unlike EAGLE-2's dynamic tree, no
+there, and each child takes the drafter's token of its rank: its top-k under greedy decoding, its draws without replacement
+under sampling (as LANTERN++'s official code drafts). Unlike EAGLE-2's dynamic tree, no
 confidence score decides where the tree grows, which LANTERN++ found to suit relaxed acceptance,
 where a flat draft distribution says little about what will be accepted.
 """
@@ -59,14 +60,13 @@ class StaticTreeDrafter(EagleDrafter):
         return len(self.choices)
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
-        choices = [c for c in self.choices if len(c) <= max_depth]
         out = self._catch_up(state)  # (R, n, D)
         predicted = {(): out[:, -1]}  # path -> the drafter's feature at that node, (R, D)
         node_of: dict[tuple[int, ...], int] = {}
-        tokens, parents, qs = [], [], []
+        tokens, parents, qs, q_dists = [], [], [], []
         fed_slot: dict[int, int] = {}
-        for level in range(1, self.depth + 1):
-            level_paths = [c for c in choices if len(c) == level]
+        for level in range(1, min(self.depth, max_depth) + 1):
+            level_paths = [c for c in self.choices if len(c) == level and (level == 1 or c[:-1] in node_of)]
             if not level_paths:
                 break
             expanding = sorted({c[:-1] for c in level_paths}, key=lambda p: (len(p), p))
@@ -81,14 +81,46 @@ class StaticTreeDrafter(EagleDrafter):
                                 first_slot, self._tree_mask(rows, parents, fed_slot))  # (R, F, D)
                 predicted.update({p: out[:, i] for i, p in enumerate(expanding)})
             q = self._draft_probs(state, torch.stack([predicted[p] for p in expanding], dim=1))  # (F, V)
-            top_q, top_tokens = q.topk(self.width, dim=-1)  # (F, width)
-            row_of = {p: i for i, p in enumerate(expanding)}
+            children = [self._ranked_children(state, row) for row in q]
             for path in level_paths:
-                row, rank = row_of[path[:-1]], path[-1]
+                ranked = children[expanding.index(path[:-1])]
+                if path[-1] >= len(ranked):  # fewer possible drafts than the tree's rank
+                    continue
+                token, q_token, q_dist = ranked[path[-1]]
                 node_of[path] = len(tokens)
-                tokens.append(int(top_tokens[row, rank]))
+                tokens.append(token)
                 parents.append(node_of.get(path[:-1], -1))
-                qs.append(float(top_q[row, rank]))
+                qs.append(q_token)
+                q_dists.append(q_dist)
+        return self._tree(root, tokens, parents, qs, q_dists if not state.sampling.greedy else None)
+
+    def _ranked_children(self, state: DecodeState, q: torch.Tensor) -> list[tuple[int, float, torch.Tensor | None]]:
+        """A node's children by rank from its draft distribution q (V,): (token, q(token), the
+        distribution it was drawn from). Greedy: the top-k. Sampling: draws without replacement, as
+        EAGLE-1 does; the r-th draw comes from q with the earlier draws removed, which is what the
+        acceptance rule must judge it against."""
+        possible = int((q > 0).sum())
+        width = min(self.width, possible)
+        if state.sampling.greedy:
+            top_q, top_tokens = q.topk(width)  # (width,)
+            return [(int(t), float(p), None) for t, p in zip(top_tokens, top_q)]
+        drawn = torch.multinomial(q.double(), width, replacement=False, generator=state.generator)  # (width,)
+        left = q.double() / q.double().sum()  # (V,)
+        ranked = []
+        for token in drawn.tolist():
+            ranked.append((token, float(left[token]), left))
+            left = left.clone()
+            left[token] = 0.0
+            left = left / left.sum() if left.sum() > 0 else left
+        return ranked
+
+    @staticmethod
+    def _tree(root: int, tokens: list[int], parents: list[int], qs: list[float],
+              q_dists: list[torch.Tensor] | None) -> DraftTree:
+        rows = None
+        if q_dists is not None and tokens:
+            vocab = q_dists[0].shape[0]
+            rows = torch.stack([torch.full((vocab,), 1.0 / vocab, dtype=torch.float64)] + q_dists)  # (N, V)
         return DraftTree(torch.tensor([root] + tokens),
                          torch.tensor([-1] + [p + 1 for p in parents]),
-                         torch.tensor([1.0] + qs, dtype=torch.float64))
+                         torch.tensor([1.0] + qs, dtype=torch.float64), rows)
