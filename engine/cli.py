@@ -15,7 +15,7 @@ from engine.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.jacobi import INITS
 from engine.drafters.static_tree import DEFAULT_CHOICES, parse_choices
 from engine.lantern import VARIANTS
-from engine.methods import METHODS, MethodOptions
+from engine.methods import METHODS, MethodOptions, methods_taking
 from engine.weights import WeightsError
 
 log = logging.getLogger("engine")
@@ -153,7 +153,8 @@ def _sweep(args, model, sampling, options) -> None:
         model.neighbours(k)
     total = len(deltas) * len(ks) * args.n_images * 2
     with tqdm(total=total, desc="sweep", unit="image", file=sys.stderr) as progress:
-        sweep = run_sweep(model, sampling, args.n_images, options, deltas, ks, progress=progress)
+        sweep = run_sweep(model, sampling, args.n_images, options, deltas, ks, args.sweep_method,
+                          progress=progress)
     for p in sweep["points"]:
         print(f"delta {p['delta']:<5g} k {p['k']:<5d} speed-up {p['speedup']:.2f}x MAL {p['mal']:.2f} "
               f"class acc {p['class_accuracy']:.3f} fid_proxy {p['fid_proxy']:.2f}")
@@ -179,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "median over repeats, shown with the lowest and highest")
     bench.add_argument("--json", default=None, help="write results here")
     bench.add_argument("--sweep", action="store_true", help="run LANTERN over a delta x k grid")
+    bench.add_argument("--sweep-method", default="lantern", choices=methods_taking("delta", "k"),
+                       help="the method the sweep runs (both take delta and k)")
     bench.add_argument("--deltas", default="0.05,0.1,0.2,0.4", help="sweep grid for delta")
     bench.add_argument("--ks", default="16,64,256,512", help="sweep grid for k")
     _add_sampling(bench, temperature=1.0)

@@ -75,6 +75,7 @@ class Method:
     lossless: bool  # output distribution equals the target's (greedy output equals vanilla's)
     make: Callable[[ImageModel, MethodOptions, torch.nn.Module | None], tuple[Drafter, Rule]]
     drafter: str | None = None  # the trained drafter it needs (a key of ImageModel.drafters)
+    params: tuple[str, ...] = ()  # the MethodOptions fields it reads
 
     def runs_on(self, model: ImageModel) -> bool:
         return self.drafter is None or self.drafter in model.drafters
@@ -151,21 +152,30 @@ def _gsd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]
     return _jacobi(options, fresh_point_mass=True), rule
 
 
+LANTERN_PARAMS = ("k", "neighbours", "lantern_variant")
+JACOBI_PARAMS = ("window", "sjd_init")
+
 METHODS: dict[str, Method] = {
     m.name: m
     for m in [
         Method("vanilla", "Vanilla", True, _vanilla),
-        Method("eagle2", "EAGLE-2", True, _eagle2, "eagle"),
-        Method("lantern", "LANTERN", False, _lantern, "eagle"),
-        Method("lantern_pp", "LANTERN++", False, _lantern_pp, "eagle"),
-        Method("sps", "SpS", True, _sps, "sps"),
+        Method("eagle2", "EAGLE-2", True, _eagle2, "eagle", ("tree",)),
+        Method("lantern", "LANTERN", False, _lantern, "eagle", ("delta", *LANTERN_PARAMS, "tree")),
+        Method("lantern_pp", "LANTERN++", False, _lantern_pp, "eagle",
+               ("lantern_lambda", *LANTERN_PARAMS, "static_tree")),
+        Method("sps", "SpS", True, _sps, "sps", ("gamma",)),
         Method("medusa", "Medusa", False, _medusa, "medusa"),
-        Method("sjd", "SJD", True, _sjd),
-        Method("sjd_coupled", "Coupled SJD", True, _sjd_coupled),
-        Method("relaxed_sjd", "Relaxed SJD", False, _relaxed_sjd),
-        Method("gsd", "GSD", False, _gsd),
+        Method("sjd", "SJD", True, _sjd, None, JACOBI_PARAMS),
+        Method("sjd_coupled", "Coupled SJD", True, _sjd_coupled, None, JACOBI_PARAMS),
+        Method("relaxed_sjd", "Relaxed SJD", False, _relaxed_sjd, None, ("delta", *LANTERN_PARAMS, *JACOBI_PARAMS)),
+        Method("gsd", "GSD", False, _gsd, None, (*JACOBI_PARAMS, "gsd_window", "gsd_p_gap", "gsd_distance")),
     ]
 }
+
+
+def methods_taking(*params: str) -> list[str]:
+    """The methods that read every one of `params`."""
+    return [name for name, method in METHODS.items() if set(params) <= set(method.params)]
 
 
 def get_method(name: str) -> Method:
