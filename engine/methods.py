@@ -132,6 +132,10 @@ def _lantern_pp(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter
     return StaticTreeDrafter(net, options.static_tree, rule), rule
 
 
+def _eagle(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    return StaticTreeDrafter(net, options.static_tree), ExactRule()
+
+
 def _sjd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     return _jacobi(options), ExactRule()
 
@@ -159,6 +163,7 @@ METHODS: dict[str, Method] = {
     m.name: m
     for m in [
         Method("vanilla", "Vanilla", True, _vanilla),
+        Method("eagle", "EAGLE", True, _eagle, "eagle", ("static_tree",)),
         Method("eagle2", "EAGLE-2", True, _eagle2, "eagle", ("tree",)),
         Method("lantern", "LANTERN", False, _lantern, "eagle", ("delta", *LANTERN_PARAMS, "tree")),
         Method("lantern_pp", "LANTERN++", False, _lantern_pp, "eagle",

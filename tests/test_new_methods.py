@@ -168,3 +168,12 @@ def test_sampled_static_siblings_with_the_exact_rule_sample_the_target():
         first = int(tree.tokens[result.accepted_nodes[0]]) if result.accepted_nodes else result.next_token
         counts[first] += 1
     assert np.abs(counts / draws - p).max() < 0.023
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_eagle_on_the_static_tree_is_lossless_under_greedy_and_runs_under_sampling(tiny_eagle, temperature):
+    sampling = SamplingConfig(temperature=temperature, seed=2)
+    result = generate(tiny_eagle, "eagle", sampling, 1)
+    if temperature == 0.0:
+        assert np.array_equal(result.tokens, generate(tiny_eagle, "vanilla", sampling, 1).tokens)
+    assert sum(t.accepted_length for t in result.traces) == TINY_GPT.num_image_tokens
