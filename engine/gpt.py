@@ -13,8 +13,35 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.weak import WeakIdKeyDictionary
 
 from engine.kv_cache import KVCache
+
+# Products of at least this many multiply-adds run on oneDNN with a prepacked weight. On CPUs where
+# MKL's sgemm takes a generic path (AMD's), oneDNN's is 1.5-2x faster on a verified tree's rows, but
+# each call costs about 15 us more, which a one-token step cannot win back: measured per shape on the
+# embedded model, oneDNN wins from about this size on.
+ONEDNN_MIN_MACS = 786_432
+_packed: WeakIdKeyDictionary = WeakIdKeyDictionary()  # weight -> (its version, its packed copy)
+
+
+def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    return (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32
+            and torch.backends.mkldnn.is_available() and not weight.is_mkldnn
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+            and x.numel() * weight.shape[0] >= ONEDNN_MIN_MACS)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (..., in) @ weight (out, in).T, without autograd through oneDNN when that is faster (above)."""
+    if not _onednn_ok(x, weight):
+        return F.linear(x, weight)
+    version = (weight.data_ptr(), -1 if weight.is_inference() else weight._version)
+    cached = _packed.get(weight)
+    if cached is None or cached[0] != version:  # new, or changed in place since it was packed
+        cached = (version, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), x.numel() // x.shape[-1]))
+        _packed[weight] = cached
+    return torch.ops.mkldnn._linear_pointwise(x, cached[1], None, "none", [], "")
 
 
 def find_multiple(n: int, k: int) -> int:
@@ -130,8 +157,8 @@ class Attention(nn.Module):
     def forward(self, x, rope, layer: int, cache: KVCache | None, slots, mask) -> torch.Tensor:
         B, T, D = x.shape
         H = self.n_head
-        # Weights are used through F.linear: a module call costs more than the product at T = 1.
-        qkv = F.linear(x, self.wqkv.weight).view(B, T, 3 * H, self.head_dim)  # (B, T, 3H, hd): q, k, v heads
+        # Weights are used through linear(): a module call costs more than the product at T = 1.
+        qkv = linear(x, self.wqkv.weight).view(B, T, 3 * H, self.head_dim)  # (B, T, 3H, hd): q, k, v heads
         # Queries and keys rotate together: one rotation call instead of two per layer.
         qk = apply_rope(qkv[:, :, : 2 * H], rope).transpose(1, 2)  # (B, 2H, T, hd)
         q, k = qk[:, :H], qk[:, H:]  # (B, H, T, hd) each
@@ -139,7 +166,7 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.write(layer, slots, k, v, visible=mask.shape[-1])  # (B, H, S, hd)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, hd)
-        return F.linear(y.transpose(1, 2).reshape(B, T, D), self.wo.weight)
+        return linear(y.transpose(1, 2).reshape(B, T, D), self.wo.weight)
 
 
 class FeedForward(nn.Module):
@@ -150,8 +177,8 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gated = F.silu(F.linear(x, self.w1.weight)) * F.linear(x, self.w3.weight)  # (B, T, ffn)
-        return F.linear(gated, self.w2.weight)
+        gated = F.silu(linear(x, self.w1.weight)) * linear(x, self.w3.weight)  # (B, T, ffn)
+        return linear(gated, self.w2.weight)
 
 
 class TransformerBlock(nn.Module):
@@ -225,7 +252,7 @@ class GPT(nn.Module):
         return self.norm(h)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.output(hidden).float()  # (B, T, V)
+        return linear(hidden, self.output.weight).float()  # (B, T, V)
 
     def training_logits(self, class_ids: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, N, V) for N image tokens: row i predicts tokens[:, i]."""
