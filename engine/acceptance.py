@@ -8,23 +8,12 @@ rules live in `engine/lantern.py`, GSD's grouped rule in `engine/gsd.py`.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from engine.config import SamplingConfig
-
-
-@dataclass
-class Decision:
-    accept_prob: float
-    accepted: bool
-    residual: np.ndarray  # (V,) unnormalised distribution for the next try at this position
-    neighbours: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # tokens credited to x
-    neighbour_mass: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their target mass
-    token_prob: float = 0.0  # the target's p(x) before any relaxation
-    latent_probs: np.ndarray = field(default_factory=lambda: np.zeros(0))  # p on all k neighbours of x
+from engine.trace import Verdict
 
 
 def normalised(dist: np.ndarray) -> np.ndarray:
@@ -60,7 +49,7 @@ class Rule:
         return candidates[:, :, None] == candidates[:, None, :]
 
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
-             uniform: float) -> Decision:
+             uniform: float) -> Verdict:
         """Judge drafted `token` against p (V,). q_dist is the distribution it was sampled from, or
         None for a deterministic draft, whose proposal is a point mass on it (q(x) = 1)."""
         raise NotImplementedError
@@ -82,7 +71,7 @@ class ExactRule(Rule):
     name = "exact"
 
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
-             uniform: float) -> Decision:
+             uniform: float) -> Verdict:
         p = normalised(p)
         if greedy:
             accepted = argmax_is(p, token)
@@ -92,7 +81,7 @@ class ExactRule(Rule):
             prob = min(1.0, p[token] / q_token) if q_token > 0 else 0.0
             accepted = uniform < prob
         residual = p if accepted else exact_residual(p, token, q_dist)
-        return Decision(prob, accepted, residual, token_prob=float(p[token]))
+        return Verdict(token, prob, accepted, token_prob=float(p[token]), residual=residual)
 
 
 class TypicalRule(Rule):
@@ -104,7 +93,7 @@ class TypicalRule(Rule):
         self.eps, self.alpha = eps, alpha
 
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
-             uniform: float) -> Decision:
+             uniform: float) -> Verdict:
         p = normalised(p)
         if greedy:
             return ExactRule().test(p, token, q_dist, greedy, uniform)
@@ -114,7 +103,7 @@ class TypicalRule(Rule):
         residual = p.copy()
         if not accepted:
             residual[token] = 0.0
-        return Decision(float(accepted), bool(accepted), residual, token_prob=float(p[token]))
+        return Verdict(token, float(accepted), bool(accepted), token_prob=float(p[token]), residual=residual)
 
 
 def unfiltered(sampling: SamplingConfig) -> SamplingConfig:

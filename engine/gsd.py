@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.acceptance import Decision, ExactRule, Rule, exact_residual, normalised
+from engine.acceptance import ExactRule, Rule, exact_residual, normalised
+from engine.trace import Verdict
 
 PUBLISHED_VOCAB, PUBLISHED_WINDOW = 8192, 7
 
@@ -54,7 +55,7 @@ class GroupedRule(Rule):
         return np.concatenate([[token], candidates[close_p & close_e]]).astype(np.int64)
 
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
-             uniform: float) -> Decision:
+             uniform: float) -> Verdict:
         p = normalised(p)
         if greedy:  # a group changes nothing about the argmax
             return ExactRule().test(p, token, q_dist, greedy, uniform)
@@ -65,5 +66,5 @@ class GroupedRule(Rule):
         accepted = uniform < prob
         residual = p if accepted else exact_residual(p, token, q_dist)
         others = members[1:]
-        return Decision(prob, accepted, residual, neighbours=others, neighbour_mass=p[others],
-                        token_prob=float(p[token]))
+        return Verdict(token, prob, accepted, neighbours=others, neighbour_mass=p[others],
+                       token_prob=float(p[token]), residual=residual)

@@ -28,8 +28,9 @@ import dataclasses
 import numpy as np
 import torch
 
-from engine.acceptance import Decision, Rule, argmax_is, exact_residual, normalised, unfiltered
+from engine.acceptance import Rule, argmax_is, exact_residual, normalised, unfiltered
 from engine.config import InvalidInput, SamplingConfig
+from engine.trace import Verdict
 
 VARIANTS = ("official", "paper")
 
@@ -75,11 +76,11 @@ class LanternRule(Rule):
     # --- the test ------------------------------------------------------------------------------
 
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
-             uniform: float) -> Decision:
+             uniform: float) -> Verdict:
         p = normalised(p)
         count, neighbours, mass = self._credit(p, token)
         credited = float(p[token] + mass[:count].sum())  # p~(x)
-        seen = dict(neighbours=neighbours[:count], neighbour_mass=mass[:count],
+        seen = dict(token=token, neighbours=neighbours[:count], neighbour_mass=mass[:count],
                     token_prob=float(p[token]), latent_probs=mass)
         if self.variant == "paper":
             return self._paper(p, token, q_dist, greedy, uniform, count, credited, seen)
@@ -87,12 +88,12 @@ class LanternRule(Rule):
             judged = p.copy()
             judged[token] = credited
             accepted = argmax_is(judged, token)
-            return Decision(float(accepted), accepted, p, **seen)
+            return Verdict(accept_prob=float(accepted), accepted=accepted, residual=p, **seen)
         q_token = 1.0 if q_dist is None else float(q_dist[token])
         ratio = credited / q_token if q_token > 0 else 0.0
         accepted = q_token > 0 and uniform <= ratio
         residual = p if accepted else self._official_residual(p, token, q_dist, count)
-        return Decision(min(1.0, ratio), accepted, residual, **seen)
+        return Verdict(accept_prob=min(1.0, ratio), accepted=accepted, residual=residual, **seen)
 
     def _official_residual(self, p: np.ndarray, token: int, q_dist: np.ndarray | None,
                            count: int) -> np.ndarray:
@@ -110,7 +111,7 @@ class LanternRule(Rule):
         return residual / residual.sum()
 
     def _paper(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
-               uniform: float, count: int, credited: float, seen: dict) -> Decision:
+               uniform: float, count: int, credited: float, seen: dict) -> Verdict:
         relaxed = p.copy()
         relaxed[self.table[token, :count]] = 0.0
         relaxed[token] = credited
@@ -122,7 +123,7 @@ class LanternRule(Rule):
             prob = min(1.0, credited / q_token) if q_token > 0 else 0.0
             accepted = uniform < prob
         residual = p if accepted else exact_residual(relaxed, token, q_dist)
-        return Decision(prob, accepted, residual, **seen)
+        return Verdict(accept_prob=prob, accepted=accepted, residual=residual, **seen)
 
     # --- what the drafter may skip -------------------------------------------------------------
 

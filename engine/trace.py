@@ -10,15 +10,20 @@ import numpy as np
 
 
 @dataclass
-class NodeVerdict:
-    node: int  # index in the draft tree
+class Verdict:
+    """A rule's judgement of one drafted token: what the rule saw, what it decided."""
+
     token: int
     accept_prob: float
     accepted: bool
-    neighbours: np.ndarray  # LANTERN's A \ {x}: tokens whose mass moved onto x
-    neighbour_mass: np.ndarray  # their target probabilities
+    neighbours: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # tokens credited to x
+    neighbour_mass: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their target mass
     token_prob: float = 0.0  # the target's p(x), before any relaxation
     latent_probs: np.ndarray = field(default_factory=lambda: np.zeros(0))  # p on all k latent neighbours
+    node: int = -1  # index in the draft tree, set by the walk
+    # (V,) what the next try at this position is judged against (or the bonus drawn from); the walk
+    # drops it once it has moved on, so that traces stay small.
+    residual: np.ndarray | None = None
 
 
 @dataclass
@@ -28,7 +33,7 @@ class StepTrace:
     tree_parents: np.ndarray  # (N,)
     tree_depths: np.ndarray  # (N,)
     tree_q: np.ndarray  # (N,) draft probability of each node
-    verdicts: list[NodeVerdict]  # one per tested node, in the order tested
+    verdicts: list[Verdict]  # one per tested node, in the order tested
     accepted_nodes: list[int]  # accepted draft nodes, root excluded, root to leaf
     new_tokens: list[int]  # tokens produced this step: accepted drafts, then the bonus token
     new_positions: list[int]  # their indices in the image's raster order

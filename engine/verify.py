@@ -6,12 +6,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.acceptance import Decision, Rule
+from engine.acceptance import Rule
 from engine.config import SamplingConfig
 from engine.gpt import GPT
 from engine.kv_cache import KVCache
 from engine.sampling import combine_cfg, distribution, pick
-from engine.trace import NodeVerdict
+from engine.trace import Verdict
 from engine.tree import DraftTree, mask_for_cache
 
 
@@ -39,7 +39,7 @@ def target_pass(target: GPT, cache: KVCache, committed: int, tree: DraftTree,
 class WalkResult:
     accepted_nodes: list[int]  # root excluded
     next_token: int  # bonus / correction token drawn at the deepest accepted node
-    verdicts: list[NodeVerdict]
+    verdicts: list[Verdict]
 
 
 def walk(tree: DraftTree, probs: np.ndarray, rule: Rule, greedy: bool,
@@ -50,9 +50,10 @@ def walk(tree: DraftTree, probs: np.ndarray, rule: Rule, greedy: bool,
     return _siblings_in_turn(tree, probs, rule, greedy, uniforms)
 
 
-def _verdict(node: int, token: int, decision: Decision) -> NodeVerdict:
-    return NodeVerdict(node, token, decision.accept_prob, decision.accepted, decision.neighbours,
-                       decision.neighbour_mass, decision.token_prob, decision.latent_probs)
+def _recorded(verdict: Verdict, node: int) -> Verdict:
+    """The verdict as the trace keeps it: placed in the tree, without its residual."""
+    verdict.node, verdict.residual = node, None
+    return verdict
 
 
 def _siblings_in_turn(tree: DraftTree, probs: np.ndarray, rule: Rule, greedy: bool,
@@ -67,15 +68,15 @@ def _siblings_in_turn(tree: DraftTree, probs: np.ndarray, rule: Rule, greedy: bo
         residual = probs[node]
         moved_on = False
         for child in children[node]:
-            decision = rule.test(residual, tokens[child], None if q_dists is None else q_dists[child],
-                                 greedy, uniforms[draws])
+            verdict = rule.test(residual, tokens[child], None if q_dists is None else q_dists[child],
+                                greedy, uniforms[draws])
             draws += 1
-            verdicts.append(_verdict(child, tokens[child], decision))
-            if decision.accepted:
+            residual = residual if verdict.accepted else verdict.residual
+            verdicts.append(_recorded(verdict, child))
+            if verdict.accepted:
                 node, moved_on = child, True
                 accepted.append(child)
                 break
-            residual = decision.residual
         if not moved_on:
             # Greedy decoding takes the target's own argmax, as vanilla greedy would.
             token = pick(probs[node] if greedy else residual, uniforms[draws], greedy)
@@ -87,7 +88,7 @@ def _longest_path(tree: DraftTree, probs: np.ndarray, rule: Rule) -> WalkResult:
     nodes from the root along any root-to-leaf path (leaves in node order, the first path winning
     ties), then take the argmax where that run ends."""
     tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
-    verdicts = [_verdict(node, tokens[node], rule.test(probs[parents[node]], tokens[node], None, True, 0.0))
+    verdicts = [_recorded(rule.test(probs[parents[node]], tokens[node], None, True, 0.0), node)
                 for node in range(1, tree.size)]
     passes = [True] + [v.accepted for v in verdicts]
     best: list[int] = []
