@@ -13,35 +13,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.weak import WeakIdKeyDictionary
 
 from engine.kv_cache import KVCache
-
-# Products of at least this many multiply-adds run on oneDNN with a prepacked weight. On CPUs where
-# MKL's sgemm takes a generic path (AMD's), oneDNN's is 1.5-2x faster on a verified tree's rows, but
-# each call costs about 15 us more, which a one-token step cannot win back: measured per shape on the
-# embedded model, oneDNN wins from about this size on.
-ONEDNN_MIN_MACS = 786_432
-_packed: WeakIdKeyDictionary = WeakIdKeyDictionary()  # weight -> (its version, its packed copy)
-
-
-def _onednn_ok(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32
-            and torch.backends.mkldnn.is_available() and not weight.is_mkldnn
-            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
-            and x.numel() * weight.shape[0] >= ONEDNN_MIN_MACS)
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x (..., in) @ weight (out, in).T, without autograd through oneDNN when that is faster (above)."""
-    if not _onednn_ok(x, weight):
-        return F.linear(x, weight)
-    version = (weight.data_ptr(), -1 if weight.is_inference() else weight._version)
-    cached = _packed.get(weight)
-    if cached is None or cached[0] != version:  # new, or changed in place since it was packed
-        cached = (version, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), x.numel() // x.shape[-1]))
-        _packed[weight] = cached
-    return torch.ops.mkldnn._linear_pointwise(x, cached[1], None, "none", [], "")
+from engine.matmul import linear
 
 
 def find_multiple(n: int, k: int) -> int:
