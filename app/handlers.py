@@ -1,50 +1,32 @@
 """What the page's events do: stream a comparison, replay a step, inspect a token, draw the sweep.
 
-Handlers return plain values in the order of the output groups below, which app.ui wires to
-components; the drawing itself lives in app.render, app.plots and app.text.
+Handlers return app.outputs dataclasses (flattened for Gradio), which app.ui lays out with the
+components in the same fields; the drawing itself lives in app.render, app.plots and app.text.
 """
 from __future__ import annotations
 
 import itertools
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import gradio as gr
 import numpy as np
 
 from app import plots, render, text
-from app.lanes import Lane, interleave, summary
 from app.detail import first_position, token_detail
-from app.request import CompareRequest
+from app.lanes import Lane, interleave, summary
+from app.outputs import ComparisonOutputs, LoadOutputs, panel_values
+from app.request import PANELS, CompareRequest
 from app.runtime import RunState, Runtime, usable_methods
 from app.shipped import load_sweep
 from engine.config import InvalidInput
-from engine.methods import MethodOptions
 from engine.models import ImageModel
 from engine.t2i import TextImageModel
 
-PANELS = 3
 K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
 MIN_UPDATE_S = 0.6  # stream counters and maps at most about twice a second ...
 DECODE_SHARE = 6  # ... and image previews in under about a seventh of the wall time
-
-# Outputs of a comparison, in order: PANELS images, PANELS maps, PANELS counters, then these.
-AFTER_PANELS = ("length_plot", "scrubber", "latent_plot", "tree_plot", "detail", "teaching", "statistics",
-                "run_state", "inspect_panel")
-INSPECTOR = ("latent_plot", "tree_plot", "detail")
-
-try:  # On Hugging Face ZeroGPU this asks for a GPU per comparison; elsewhere the package is absent.
-    import spaces
-
-    gpu = spaces.GPU(duration=60)
-except ImportError:
-    def gpu(fn):
-        return fn
-
-
-def _pad(values: list, fill) -> list:
-    """Panels without a lane (fewer methods than panels) show `fill`."""
-    return list(values) + [fill] * (PANELS - len(values))
 
 
 def _maps(model: ImageModel, lanes: list[Lane], mapped: list[int]) -> list:
@@ -71,17 +53,9 @@ def _images(model: ImageModel, lanes: list[Lane], shown: list[int]) -> list:
     return images
 
 
-def compare(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
+def stream_comparison(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
     """Stream a comparison: images, maps and counters while decoding, everything else at the end."""
-    try:
-        model, condition = runtime.bound_model(request)
-        options, sampling = request.options(), request.sampling()
-        steps = interleave(model, request.checked_methods(), sampling, condition, options)
-        lanes = next(steps)  # every method's prefill: a method that cannot run fails here
-    except InvalidInput as err:
-        raise gr.Error(str(err)) from err
-    except (OSError, RuntimeError, ValueError) as err:  # missing or broken weight files: say so
-        raise gr.Error(f"model {request.model!r} could not be loaded: {err}") from err
+    model, condition, lanes, steps = _start(runtime, request)
     # Counters and maps are cheap and follow every MIN_UPDATE_S; images cost a VQ decode (seconds
     # for a large official decoder on a CPU), so they follow only as often as DECODE_SHARE allows.
     shown, mapped, due, images_due = [-1] * len(lanes), [-1] * len(lanes), 0.0, 0.0
@@ -94,26 +68,45 @@ def compare(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
             images = _images(model, lanes, shown)
             images_due = time.perf_counter() + DECODE_SHARE * (time.perf_counter() - now)
         maps = _maps(model, lanes, mapped)
-        stats = [text.counters_html(row) for row in summary(lanes)]
-        yield _pad(images, None) + _pad(maps, None) + _pad(stats, "") + [gr.skip()] * len(AFTER_PANELS)
+        counters = [text.counters_html(row) for row in summary(lanes)]
+        yield ComparisonOutputs(images=panel_values(images, None), maps=panel_values(maps, None),
+                                counters=panel_values(counters, "")).flatten()
         due = time.perf_counter() + MIN_UPDATE_S
-    yield final_outputs(runtime, runtime.finish(request, model, lanes))
+    yield final_outputs(runtime, runtime.finish(request, model, lanes)).flatten()
 
 
-def final_outputs(runtime: Runtime, state: RunState) -> list:
-    """Every output of a finished run, in the order of a comparison's outputs."""
+def _start(runtime: Runtime, request: CompareRequest):
+    """(model, condition, lanes after every prefill, the steps to come), or a gr.Error naming what is
+    wrong: the request's own values first, before a model is loaded (perhaps downloaded) for it."""
+    try:
+        options, sampling, methods = request.options(), request.sampling(), request.checked_methods()
+        runtime.check_condition(request)
+        model, condition = runtime.bound_model(request)
+        steps = interleave(model, methods, sampling, condition, options)
+        lanes = next(steps)  # every method's prefill: a method that cannot run fails here
+    except InvalidInput as err:
+        raise gr.Error(str(err)) from err
+    except (OSError, RuntimeError, ValueError) as err:  # missing or broken weight files: say so
+        raise gr.Error(f"model {request.model!r} could not be loaded: {err}") from err
+    return model, condition, lanes, steps
+
+
+def final_outputs(runtime: Runtime, state: RunState) -> ComparisonOutputs:
+    """Every output of a finished run."""
     lanes = state.lanes
-    images = [render.upscale(image) for image in state.finals]
     maps = [render.acceptance_map(render.acceptance_codes(lane.traces, lane.num_tokens), state.grid)
             for lane in lanes]
     rows = summary(lanes)
     panel = default_panel(state)
     step = _busiest_step(lanes[panel])
-    return (_pad(images, None) + _pad(maps, None) + _pad([text.counters_html(row) for row in rows], "")
-            + [length_figure(state), gr.update(maximum=max(1, state.max_step), value=step)]
-            + inspect_step(runtime, state, panel, step)
-            + [text.how_it_works(lanes, state.request.delta, state.request.k, state.vocab),
-               {"request": state.request.__dict__, "methods": rows}, state, panel])
+    return replace(inspect_step(runtime, state, panel, step),
+                   images=panel_values([render.upscale(image) for image in state.finals], None),
+                   maps=panel_values(maps, None), counters=panel_values([text.counters_html(r) for r in rows], ""),
+                   length_plot=length_figure(state),
+                   scrubber=gr.update(maximum=max(1, state.max_step), value=step),
+                   teaching=text.how_it_works(lanes, state.request, state.vocab),
+                   statistics={"request": state.request.__dict__, "methods": rows}, run_state=state,
+                   inspect_panel=panel)
 
 
 def length_figure(state: RunState, step: int | None = None):
@@ -133,13 +126,13 @@ def _busiest_step(lane: Lane) -> int:
     return int(np.argmax(lengths[1:]) + 1) if len(lengths) > 1 else 0
 
 
-def inspect_step(runtime: Runtime, state: RunState, panel: int, step: int) -> list:
+def inspect_step(runtime: Runtime, state: RunState, panel: int, step: int) -> ComparisonOutputs:
     """The inspector on the first position that `step` of a panel decided."""
     lane = state.lanes[min(panel, len(state.lanes) - 1)]
     return inspect_position(runtime, state, panel, first_position(lane.traces[min(step, len(lane.traces) - 1)]))
 
 
-def inspect_position(runtime: Runtime, state: RunState, panel: int, position: int | None) -> list:
+def inspect_position(runtime: Runtime, state: RunState, panel: int, position: int | None) -> ComparisonOutputs:
     """Latent plot, draft tree and table for one token of one panel."""
     panel = min(panel, len(state.lanes) - 1)
     lane = state.lanes[panel]
@@ -148,10 +141,10 @@ def inspect_position(runtime: Runtime, state: RunState, panel: int, position: in
     neighbours = None
     if detail is not None and detail.drafted is not None:
         neighbours = state.model.neighbours(state.request.k)[detail.drafted]
-    latent = plots.latent_figure(projection.coords, projection.name, detail, neighbours)
-    tree = plots.tree_figure(lane.traces[detail.step], detail.tree_nodes) if detail else gr.skip()
-    words = text.detail_markdown(lane.title, detail, state.grid, neighbours, state.request.delta, state.request.k)
-    return [latent, tree, words]
+    return ComparisonOutputs(
+        latent_plot=plots.latent_figure(projection.coords, projection.name, detail, neighbours),
+        tree_plot=plots.tree_figure(lane.traces[detail.step], detail.tree_nodes) if detail else gr.skip(),
+        detail=text.detail_markdown(lane.title, detail, state.grid, neighbours, state.request))
 
 
 def codebook_figure(runtime: Runtime):
@@ -163,7 +156,7 @@ def codebook_figure(runtime: Runtime):
 def scrub(runtime: Runtime, state: RunState | None, panel: int, step: int) -> list:
     """Replay `step` from the stored traces: masked final images, maps up to it, the inspector."""
     if state is None:
-        return [gr.skip()] * (2 * PANELS + 1 + len(INSPECTOR))
+        return ComparisonOutputs().flatten()
     step = int(step)
     images, maps = [], []
     for lane, final in zip(state.lanes, state.finals):
@@ -172,18 +165,18 @@ def scrub(runtime: Runtime, state: RunState | None, panel: int, step: int) -> li
         trace = lane.traces[min(step, len(lane.traces) - 1)]
         codes = render.acceptance_codes(lane.traces, lane.num_tokens, upto=step)
         maps.append(render.acceptance_map(codes, state.grid, trace.new_positions if step < len(lane.traces) else ()))
-    return (_pad(images, gr.skip()) + _pad(maps, gr.skip()) + [length_figure(state, step)]
-            + inspect_step(runtime, state, panel, step))
+    return replace(inspect_step(runtime, state, panel, step), images=panel_values(images, gr.skip()),
+                   maps=panel_values(maps, gr.skip()), length_plot=length_figure(state, step)).flatten()
 
 
 def select(runtime: Runtime, state: RunState | None, panel: int, x: float, y: float) -> list:
     """A click on a panel's image at pixel (x, y): inspect that token, remember the panel."""
     if state is None or panel >= len(state.lanes):
-        return [gr.skip()] * (len(INSPECTOR) + 1)
+        return ComparisonOutputs().flatten()
     # Clicks arrive in the pixels of the picture shown: the final image upscaled.
     shown = render.display_size(state.finals[panel].shape[0])
     position = render.position_of_pixel(x, y, state.grid, shown)
-    return inspect_position(runtime, state, panel, position) + [panel]
+    return replace(inspect_position(runtime, state, panel, position), inspect_panel=panel).flatten()
 
 
 def tradeoff(delta: float, k: int) -> tuple:
@@ -212,30 +205,29 @@ def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: 
     runnable = model.without_prompt() if is_text else model
     vocab = runnable.target.cfg.vocab_size
     k = min(int(k), vocab - 1)
-    chosen = usable_methods(runnable, list(methods), MethodOptions(k=k))
+    chosen = usable_methods(runnable, list(methods))
     classes = list(runnable.class_names)
     class_update = gr.update(visible=not is_text, choices=classes,
                              value=class_name if class_name in classes else classes[0])
     projection = runtime.projection(model)
     return ([class_update, gr.update(visible=is_text), gr.update(maximum=min(vocab - 1, K_SLIDER_MAX), value=k)]
-            + _pad(chosen, gr.skip())
+            + panel_values(chosen, gr.skip())
             + [text.model_status(runnable, chosen, is_text), plots.latent_figure(projection.coords, projection.name)])
 
 
 def on_load(runtime: Runtime, delta: float, k: int) -> Iterator[list]:
-    """At page load: the codebook and the sweep at once, then the start-up comparison when ready.
-    Outputs: a comparison's, then the panels' method choices, then the trade-off plot and note."""
-    after = [gr.skip()] * len(AFTER_PANELS)
+    """At page load: the codebook and the sweep at once, then the start-up comparison when ready."""
+    first = LoadOutputs()
     try:
-        after[AFTER_PANELS.index("latent_plot")] = codebook_figure(runtime)
+        first.latent_plot = codebook_figure(runtime)
     except (OSError, RuntimeError, ValueError) as err:  # no model: the page still comes up and says so
         runtime.warm_error = runtime.warm_error or f"the model could not be loaded: {err}"
-    waiting = [text.waiting_html(runtime.warm_error or "Computing a first comparison…")] * PANELS
-    yield [gr.skip()] * (2 * PANELS) + waiting + after + [gr.skip()] * PANELS + list(tradeoff(delta, k))
+    first.counters = [text.waiting_html(runtime.warm_error or "Computing a first comparison…")] * PANELS
+    first.tradeoff_plot, first.tradeoff_note = tradeoff(delta, k)
+    yield first.flatten()
     state = runtime.cached_run(timeout=300)
     if state is None:
-        message = [text.waiting_html(runtime.warm_error or "Press Run to start.")] * PANELS
-        yield [gr.skip()] * (2 * PANELS) + message + [gr.skip()] * (len(AFTER_PANELS) + PANELS + 2)
+        yield LoadOutputs(counters=[text.waiting_html(runtime.warm_error or "Press Run to start.")] * PANELS).flatten()
         return
-    methods = _pad([lane.method for lane in state.lanes], gr.skip())
-    yield final_outputs(runtime, state) + methods + [gr.skip(), gr.skip()]
+    final = final_outputs(runtime, state)
+    yield LoadOutputs(**vars(final), methods=panel_values([lane.method for lane in state.lanes], gr.skip())).flatten()

@@ -1,15 +1,25 @@
-"""The inputs of one comparison, with the page's defaults, checked into engine configurations."""
+"""The inputs of one comparison, with the page's defaults, checked into engine configurations.
+
+The fields are, in order, the `compare` API endpoint's parameters (`methods` as one parameter per
+panel) and the names of the page's controls (app.controls), so a new input is a field here, its
+mapping in `options()` or `sampling()`, and its control; the endpoint and the wiring follow.
+"""
 from __future__ import annotations
 
+import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from engine.config import InvalidInput, SamplingConfig, TreeConfig
+from engine.drafters.static_tree import DEFAULT_CHOICES, parse_choices
 from engine.methods import METHODS, MethodOptions
 
 DEFAULT_METHODS = ("vanilla", "eagle2", "lantern")
+PANELS = len(DEFAULT_METHODS)
+METHOD_PARAMETERS = tuple(f"method_{index + 1}" for index in range(PANELS))  # the API's names for `methods`
 DEFAULT_CLASS = "cat"
 DEFAULT_MODEL = "embedded"
+DEFAULT_STATIC_TREE = " ".join(".".join(map(str, path)) for path in DEFAULT_CHOICES)
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,15 @@ class CompareRequest:
     methods: tuple[str, ...] = DEFAULT_METHODS
     model: str = DEFAULT_MODEL
     prompt: str = ""  # the caption, for text-to-image models
+    # Fields after this line were added after the API was published: new ones go at the end, so that
+    # callers passing values by position keep working.
+    lantern_variant: str = MethodOptions.lantern_variant
+    lantern_lambda: float = MethodOptions.lantern_lambda
+    static_tree: str = DEFAULT_STATIC_TREE  # rank paths, as engine.drafters.static_tree.parse_choices reads
+    sjd_init: str = MethodOptions.sjd_init
+    gsd_window: int | None = MethodOptions.gsd_window  # None: the published window scaled to the codebook
+    gsd_p_gap: float = MethodOptions.gsd_p_gap
+    gsd_distance: float = MethodOptions.gsd_distance
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(temperature=_number("temperature", self.temperature),
@@ -38,7 +57,14 @@ class CompareRequest:
         tree = TreeConfig(depth=_whole("tree depth", self.tree_depth),
                           top_k=_whole("tree top-k", self.tree_top_k),
                           total_tokens=_whole("tree total tokens", self.tree_total))
-        return MethodOptions(delta=_number("delta", self.delta), k=_whole("k", self.k), tree=tree)
+        # An emptied number box arrives as None (or ""): GSD's scaled default.
+        window = None if self.gsd_window in (None, "") else _whole("GSD window", self.gsd_window)
+        return MethodOptions(delta=_number("delta", self.delta), k=_whole("k", self.k), tree=tree,
+                             lantern_variant=self.lantern_variant,
+                             lantern_lambda=_number("lambda", self.lantern_lambda),
+                             static_tree=parse_choices(str(self.static_tree)), sjd_init=self.sjd_init,
+                             gsd_window=window, gsd_p_gap=_number("GSD p gap", self.gsd_p_gap),
+                             gsd_distance=_number("GSD distance", self.gsd_distance))
 
     def checked_methods(self) -> list[str]:
         if not self.methods:
@@ -47,6 +73,26 @@ class CompareRequest:
             if name not in METHODS:
                 raise InvalidInput(f"unknown method {name!r}; allowed: {', '.join(METHODS)}")
         return list(self.methods)
+
+    @classmethod
+    def from_api(cls, **values) -> CompareRequest:
+        """A request from the endpoint's parameters (see api_parameters)."""
+        methods = tuple(values.pop(name, default) for name, default in zip(METHOD_PARAMETERS, DEFAULT_METHODS))
+        return cls(**values, methods=methods)
+
+
+def api_parameters() -> list[inspect.Parameter]:
+    """The `compare` endpoint's parameters, each with the page's default: the request's fields in
+    order, with `methods` spelled as one parameter per panel."""
+    parameters = []
+    for item in fields(CompareRequest):
+        if item.name == "methods":
+            parameters += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
+                           for name, default in zip(METHOD_PARAMETERS, DEFAULT_METHODS)]
+        else:
+            parameters.append(inspect.Parameter(item.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                default=item.default))
+    return parameters
 
 
 def _number(name: str, value) -> float:

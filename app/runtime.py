@@ -19,8 +19,8 @@ from app.lanes import Lane, run_to_end
 from app.render import padded_tokens
 from app.request import DEFAULT_MODEL, CompareRequest
 from app.shipped import Projection, load_projection
-from engine.config import InvalidInput
-from engine.methods import METHODS, get_method
+from engine.config import InvalidInput, check_class_id
+from engine.methods import METHODS
 from engine.models import ImageModel
 from engine.official import MODELS as OFFICIAL_MODELS
 from engine.t2i import TextImageModel
@@ -103,6 +103,26 @@ class Runtime:
             return model.for_prompt(prompt), 0
         return model, model.class_id(request.class_name)
 
+    def check_condition(self, request: CompareRequest) -> None:
+        """The request's model name and class or prompt, checked without loading (or downloading) a
+        model that is not loaded yet, where its name tells what it takes."""
+        if request.model not in MODEL_CHOICES:
+            raise InvalidInput(f"unknown model {request.model!r}; allowed: {', '.join(MODEL_CHOICES)}")
+        loaded = self._models.get(request.model)
+        spec = OFFICIAL_MODELS.get(request.model)
+        if isinstance(loaded, TextImageModel) or (loaded is None and spec is not None and spec.text):
+            if not str(request.prompt or "").strip():
+                raise InvalidInput(f"model {request.model!r} draws from a caption; write a prompt")
+        elif loaded is not None:
+            loaded.class_id(request.class_name)
+        elif spec is not None:  # official class-conditional models name their classes by index
+            try:
+                class_id = int(request.class_name)
+            except (TypeError, ValueError):
+                raise InvalidInput(f"unknown class {request.class_name!r} for model {request.model!r}; "
+                                   "allowed: a class index") from None
+            check_class_id(class_id, spec.gpt_config().num_classes)
+
     def projection(self, model: ImageModel | None = None) -> Projection:
         model = model or self.model()
         with self._lock:
@@ -144,9 +164,10 @@ class Runtime:
 
     def run(self, request: CompareRequest) -> RunState:
         """A whole comparison without streaming, with methods this model cannot run replaced."""
+        options, methods = request.options(), request.checked_methods()
+        self.check_condition(request)
         model, condition = self.bound_model(request)
-        options = request.options()
-        methods = usable_methods(model, request.checked_methods(), options)
+        methods = usable_methods(model, methods)
         request = CompareRequest(**{**request.__dict__, "methods": tuple(methods)})
         lanes = run_to_end(model, methods, request.sampling(), condition, options)
         return self.finish(request, model, lanes)
@@ -159,14 +180,16 @@ class Runtime:
         return self._cached
 
 
-def usable_methods(model: ImageModel, wanted: list[str], options) -> list[str]:
-    """`wanted`, each method the model lacks a drafter for replaced by the next runnable one."""
+def usable_methods(model: ImageModel, wanted: list[str]) -> list[str]:
+    """`wanted`, each method whose drafter the model lacks replaced by the first one in the registry
+    that it can run and no panel runs yet; unknown names are left for the request's check to name."""
     def runnable(name: str) -> bool:
-        try:
-            get_method(name).build(model, options)
-        except InvalidInput:
-            return False
-        return True
+        return name not in METHODS or METHODS[name].runs_on(model)
 
-    spare = [name for name in METHODS if name not in wanted and runnable(name)]
-    return [name if runnable(name) else (spare.pop(0) if spare else name) for name in wanted]
+    chosen = []
+    for name in wanted:
+        if not runnable(name):
+            spare = (other for other in METHODS if other not in wanted and other not in chosen and runnable(other))
+            name = next(spare, name)
+        chosen.append(name)
+    return chosen

@@ -6,8 +6,10 @@ import html
 
 import numpy as np
 
-from app.lanes import Lane, summary
 from app.detail import TokenDetail
+from app.lanes import Lane, summary
+from app.request import CompareRequest
+from engine.methods import METHODS
 
 _BOX = ("display:inline-block;min-width:44px;margin:2px 3px 2px 0;padding:3px 6px;border-radius:8px;"
         "background:rgba(120,130,150,0.12);text-align:center;font-variant-numeric:tabular-nums")
@@ -37,7 +39,8 @@ def counters_html(row: dict) -> str:
 def model_status(model, methods: list[str], is_text: bool) -> str:
     """One line under the model selector: what was loaded and what it can run."""
     cfg = model.target.cfg
-    drafters = ", ".join(sorted(model.drafters)) or "none (EAGLE-2 and LANTERN need one; SJD needs none)"
+    free = ", ".join(method.title for method in METHODS.values() if method.drafter is None)
+    drafters = ", ".join(sorted(model.drafters)) or f"none ({free} run without one)"
     condition = "a caption" if is_text else f"{cfg.num_classes} classes"
     return (f"**{model.name}**: {cfg.n_layer} layers, width {cfg.dim}, {cfg.grid_size} x {cfg.grid_size} "
             f"tokens from {cfg.vocab_size} codes, conditioned on {condition}. Drafters: {drafters}. "
@@ -49,7 +52,7 @@ def waiting_html(message: str) -> str:
 
 
 def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbours: np.ndarray | None,
-                    delta: float, k: int) -> str:
+                    request: CompareRequest) -> str:
     """The inspector: what was drafted at a position, and why it was kept or not."""
     if detail is None:
         return "Click a token of an image (or move the step slider) to inspect how it was decided."
@@ -60,7 +63,7 @@ def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbour
         lines.append("\nNo draft reached this position (the draft tree ended before it, or the method drafts "
                      "nothing), so the target drew it itself: the pass's bonus token.")
         return "\n".join(lines)
-    lines += ["", "| draft x | p(x) | accept | | neighbours in A \\ {x}: code (target p) |",
+    lines += ["", "| draft x | p(x) | accept | | credited with x (LANTERN's A \\ {x}, GSD's group): code (target p) |",
               "|---|---|---|---|---|"]
     for cand in detail.candidates:
         used = ", ".join(f"{t} ({m:.3f})" for t, m in zip(cand.used[:5], cand.used_mass[:5]))
@@ -75,10 +78,11 @@ def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbour
             total = f" (Target p in brackets; together they hold {probs.sum():.3f}.)"
         else:
             shown, total = ", ".join(str(int(t)) for t in neighbours[:12]), ""
-        lines.append(f"\nThe {len(neighbours)} nearest codes of draft {detail.drafted} (k = {k}), nearest "
+        lines.append(f"\nThe {len(neighbours)} nearest codes of draft {detail.drafted} (k = {request.k}), nearest "
                      f"first: {shown}{' …' if len(neighbours) > 12 else ''}.{total} "
-                     "Under a relaxed rule, A takes "
-                     f"them in this order while their summed target probability stays within delta = {delta:g}.")
+                     "Under LANTERN's rule, A takes them in this order while their summed target probability "
+                     f"stays within delta = {request.delta:g} (LANTERN++: within (lambda - 1) p(x), "
+                     f"lambda = {request.lantern_lambda:g}).")
     return "\n".join(lines)
 
 
@@ -108,7 +112,7 @@ def _run_table(lanes: list[Lane]) -> list[str]:
     return rows
 
 
-def how_it_works(lanes: list[Lane] | None, delta: float, k: int, vocab: int) -> str:
+def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int) -> str:
     """The teaching section, quoting the numbers of the last run when there is one."""
     uniform = np.log2(vocab)
     entropy = _mean_entropy(lanes) if lanes else None
@@ -130,8 +134,33 @@ def how_it_works(lanes: list[Lane] | None, delta: float, k: int, vocab: int) -> 
         "their summed probability stays within **delta**. It accepts with min(1, (p(x) + Σ p(ni)) / q(x)). "
         "delta bounds how far (in total variation) each decided distribution may move: a larger delta "
         "accepts more drafts and runs faster, at some cost in fidelity; **k** caps how many neighbours "
-        f"are eligible. delta = 0 is exactly EAGLE-2. Current setting: delta = {delta:g}, k = {k}.",
+        f"are eligible. delta = 0 is exactly EAGLE-2. Current setting: delta = {request.delta:g}, "
+        f"k = {request.k}, {request.lantern_variant} variant, lambda = {request.lantern_lambda:g}.",
+        *_more_methods(),
     ]
     if lanes:
         parts += ["**The last run in numbers:**", "\n".join(_run_table(lanes))]
     return "\n\n".join(parts)
+
+
+def _more_methods() -> list[str]:
+    """A sentence on each further method and setting of the panels' menus."""
+    return [
+        "**The LANTERN variant** (LANTERN, LANTERN++, relaxed SJD): *official* follows LANTERN's released "
+        "code, which after rejecting a draft that borrowed mass also rules out the k + 1 nearest codes of "
+        "x and, when greedy, keeps x if crediting A makes it the most likely code; *paper* moves A's mass "
+        "onto x and runs the exact rule on that distribution, so each step moves at most delta.",
+        "**LANTERN++** drafts a static tree with the EAGLE drafter (its **static tree** lists paths of draft "
+        "ranks: `0 1 0.0` is the best and second-best token, then the best after the best) and bounds A's "
+        "mass by (**lambda** - 1) p(x) instead of delta, so a likely draft may borrow more than an unlikely one. "
+        "EAGLE drafts the same static tree under the exact rule: LANTERN++'s lossless baseline.",
+        "**Jacobi methods** need no trained drafter: the target's own guesses from its last pass are the next "
+        "drafts. SJD accepts them with the exact rule; coupled SJD redraws each guess by maximal coupling "
+        "with the previous one, so drafts stay put as often as possible and it remains lossless; relaxed "
+        "SJD judges them with LANTERN's rule. Their **initialisation** is what a position never guessed "
+        "starts as: a random code, a copy of the code to its left, or of the one above.",
+        "**GSD** judges a Jacobi draft x together with a group: codes within the rank **window** of x in the "
+        "target's sorted p whose probability differs from p(x) by less than the **p gap** and whose "
+        "embedding lies within the **distance** of x's (a fraction of the mean squared distance); it accepts "
+        "with min(1, Σ p / Σ q) over the group. An empty window scales the published 7 to the codebook.",
+    ]
