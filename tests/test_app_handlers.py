@@ -5,13 +5,14 @@ import pytest
 import torch
 
 from app import handlers
-from app.request import CompareRequest
+from app.outputs import ComparisonOutputs, LoadOutputs
+from app.request import PANELS, CompareRequest
 from app.runtime import Runtime
 from engine.drafters.eagle_net import EagleNet
 from tests.conftest import TINY_GPT
 
 REQUEST = CompareRequest(class_name="blue", k=8, delta=0.3)
-OUTPUTS = 3 * handlers.PANELS + len(handlers.AFTER_PANELS)
+SKIP = type(gr.skip())
 
 
 @pytest.fixture
@@ -21,34 +22,35 @@ def runtime(tiny_model):
     return Runtime(loader=lambda name: tiny_model)
 
 
+def stream(runtime, request) -> list[ComparisonOutputs]:
+    return [ComparisonOutputs.unflatten(update) for update in handlers.stream_comparison(runtime, request)]
+
+
 def test_compare_streams_previews_then_everything(runtime, monkeypatch):
     monkeypatch.setattr(handlers, "MIN_UPDATE_S", 0.0)  # a preview after every step
     monkeypatch.setattr(handlers, "DECODE_SHARE", 0.0)
-    updates = list(handlers.compare(runtime, REQUEST))
-    assert all(len(update) == OUTPUTS for update in updates)
+    updates = stream(runtime, REQUEST)
     previews, final = updates[:-1], updates[-1]
     assert len(previews) > 3
     first = previews[0]
-    assert all(isinstance(image, np.ndarray) and image.shape == (256, 256, 3) for image in first[:3])
+    assert all(isinstance(image, np.ndarray) and image.shape == (256, 256, 3) for image in first.images)
     # While decoding, the heavy outputs are left alone.
-    assert all(isinstance(value, type(gr.skip())) for value in first[3 * handlers.PANELS:])
-    state = final[-2]
+    assert all(isinstance(value, SKIP) for value in first.flatten()[3 * PANELS:])
+    state = final.run_state
     assert [lane.method for lane in state.lanes] == ["vanilla", "eagle2", "lantern"]
     assert all(lane.done for lane in state.lanes)
-    statistics = final[OUTPUTS - 3]
-    assert [row["tokens"] for row in statistics["methods"]] == [TINY_GPT.num_image_tokens] * 3
-    assert final[-1] == 2  # the inspector starts on the relaxed (LANTERN) panel
+    assert [row["tokens"] for row in final.statistics["methods"]] == [TINY_GPT.num_image_tokens] * 3
+    assert final.inspect_panel == 2  # the inspector starts on the relaxed (LANTERN) panel
 
 
 def test_counters_and_maps_stream_even_when_image_previews_are_too_costly(runtime, monkeypatch):
     monkeypatch.setattr(handlers, "MIN_UPDATE_S", 0.0)
     monkeypatch.setattr(handlers, "DECODE_SHARE", 1e6)  # a decoder so slow that one preview uses the budget
-    previews = list(handlers.compare(runtime, REQUEST))[:-1]
-    skip = type(gr.skip())
-    with_images = [update for update in previews if not isinstance(update[0], skip)]
+    previews = stream(runtime, REQUEST)[:-1]
+    with_images = [update for update in previews if not isinstance(update.images[0], SKIP)]
     assert len(with_images) == 1 and with_images[0] is previews[0]  # the first update only
-    assert len(previews) > 3 and all(isinstance(update[6], str) for update in previews)  # counters
-    assert sum(not isinstance(update[3 + 2], skip) for update in previews) > 3  # LANTERN's map moves on
+    assert len(previews) > 3 and all(isinstance(update.counters[0], str) for update in previews)
+    assert sum(not isinstance(update.maps[2], SKIP) for update in previews) > 3  # LANTERN's map moves on
 
 
 def test_bad_values_become_gr_errors_naming_them(runtime):
@@ -56,42 +58,79 @@ def test_bad_values_become_gr_errors_naming_them(runtime):
                            (CompareRequest(class_name="red", k=900), "900"),
                            (CompareRequest(class_name="red", methods=("vanilla", "sps", "sjd")), "sps")]:
         with pytest.raises(gr.Error, match=named):
-            next(handlers.compare(runtime, request))
+            next(handlers.stream_comparison(runtime, request))
 
 
 def test_scrubbing_replays_a_step_from_the_traces(runtime):
     state = runtime.run(REQUEST)
     step = 2
-    out = handlers.scrub(runtime, state, 2, step)
-    assert len(out) == 2 * handlers.PANELS + 1 + len(handlers.INSPECTOR)
-    for lane, image in zip(state.lanes, out[:3]):
+    out = ComparisonOutputs.unflatten(handlers.scrub(runtime, state, 2, step))
+    for lane, image in zip(state.lanes, out.images):
         known = len(lane.traces[min(step, len(lane.traces) - 1)].tokens_so_far)
         cell = 256 // TINY_GPT.grid_size
         row, col = divmod(known, TINY_GPT.grid_size)  # the first cell not yet generated at that step
         if known < TINY_GPT.num_image_tokens:
             pending = image[row * cell + cell // 2, col * cell + cell // 2]
             assert pending.tolist() == handlers.render.PENDING.tolist()
-    assert f"(step {step})" in out[-1]
+    assert f"(step {step})" in out.detail
+    # Replaying changes neither the run, nor the counters, nor the panel being inspected.
+    assert all(isinstance(value, SKIP) for value in [out.run_state, out.inspect_panel, *out.counters])
 
 
 def test_clicking_a_token_inspects_it(runtime):
     state = runtime.run(REQUEST)
-    latent, tree, words, panel = handlers.select(runtime, state, 1, x=200, y=10)
-    assert panel == 1 and "row 0, column 3" in words
-    assert latent.data[0].name == "codebook"
+    out = ComparisonOutputs.unflatten(handlers.select(runtime, state, 1, x=200, y=10))
+    assert out.inspect_panel == 1 and "row 0, column 3" in out.detail
+    assert out.latent_plot.data[0].name == "codebook"
+    assert all(isinstance(image, SKIP) for image in out.images)
 
 
 def test_page_load_without_a_start_up_run(runtime):
-    updates = list(handlers.on_load(runtime, 0.2, 8))
-    assert len(updates) == 2 and all(len(u) == OUTPUTS + handlers.PANELS + 2 for u in updates)
-    latent = updates[0][3 * handlers.PANELS + handlers.AFTER_PANELS.index("latent_plot")]
-    assert len(latent.data[0].x) == TINY_GPT.vocab_size
-    assert "Press Run" in updates[1][6]
+    updates = [LoadOutputs.unflatten(update) for update in handlers.on_load(runtime, 0.2, 8)]
+    assert len(updates) == 2
+    assert len(updates[0].latent_plot.data[0].x) == TINY_GPT.vocab_size
+    assert "Press Run" in updates[1].counters[0]
 
 
 def test_page_load_shows_the_start_up_run(runtime):
     runtime.start(warm=True, request=REQUEST).join(timeout=120)
-    updates = list(handlers.on_load(runtime, 0.2, 64))
-    final = updates[-1]
-    assert final[3 * handlers.PANELS + handlers.AFTER_PANELS.index("run_state")].lanes[0].method == "vanilla"
-    assert final[OUTPUTS:OUTPUTS + 3] == [lane.method for lane in runtime.cached_run(0).lanes]
+    final = LoadOutputs.unflatten(list(handlers.on_load(runtime, 0.2, 64))[-1])
+    assert final.run_state.lanes[0].method == "vanilla"
+    assert final.methods == [lane.method for lane in runtime.cached_run(0).lanes]
+
+
+def test_new_methods_run_to_the_end_with_their_settings(runtime):
+    request = CompareRequest(class_name="green", k=8, methods=("lantern_pp", "sjd_coupled", "gsd"),
+                             lantern_variant="paper", lantern_lambda=5.0, static_tree="0 1 0.0",
+                             sjd_init="above", gsd_window=3, gsd_p_gap=0.3, gsd_distance=0.5)
+    final = stream(runtime, request)[-1]
+    lanes = final.run_state.lanes
+    assert [lane.method for lane in lanes] == ["lantern_pp", "sjd_coupled", "gsd"]
+    assert all(lane.done and len(lane.tokens) == TINY_GPT.num_image_tokens for lane in lanes)
+    # LANTERN++ drafts the static tree asked for: at most three drafts a step.
+    assert max(len(trace.tree_tokens) - 1 for trace in lanes[0].traces) == 3
+    assert "lambda = 5" in final.teaching and "GSD" in final.teaching
+    assert final.statistics["request"]["static_tree"] == "0 1 0.0"
+    assert final.inspect_panel == 2 and "kept code" in final.detail  # GSD: the last lossy panel
+
+
+@pytest.mark.parametrize("changes, named", [
+    ({"lantern_lambda": 0.5}, "lambda 0.5"), ({"lantern_variant": "draft"}, "'draft'"),
+    ({"static_tree": "0 2.1"}, "'2.1'"), ({"sjd_init": "middle"}, "'middle'"),
+    ({"gsd_window": 5000}, "GSD window 5000"), ({"gsd_p_gap": 2}, "GSD p gap 2"),
+    ({"methods": ("vanilla", "warp", "gsd")}, "'warp'"), ({"class_name": "dragon"}, "dragon"),
+])
+def test_bad_values_are_refused_before_the_model_is_loaded(tiny_model, changes, named):
+    loaded = []
+    runtime = Runtime(loader=lambda name: loaded.append(name) or tiny_model)
+    with pytest.raises(gr.Error, match=named):
+        next(handlers.stream_comparison(runtime, CompareRequest(**{"model": "c2i_B_256", **changes})))
+    assert loaded == []
+
+
+def test_a_text_model_without_a_prompt_is_refused_before_loading(tiny_model):
+    loaded = []
+    runtime = Runtime(loader=lambda name: loaded.append(name) or tiny_model)
+    with pytest.raises(gr.Error, match="prompt"):
+        next(handlers.stream_comparison(runtime, CompareRequest(model="lantern_t2i_XL_256", prompt="  ")))
+    assert loaded == []

@@ -84,9 +84,19 @@ def test_a_method_that_cannot_run_fails_before_any_update(tiny_model):
 
 
 def test_missing_drafters_are_replaced_by_runnable_methods(tiny_model):
-    methods = usable_methods(tiny_model, ["vanilla", "eagle2", "lantern"], OPTIONS)
+    methods = usable_methods(tiny_model, ["vanilla", "eagle2", "lantern"])
     assert methods[0] == "vanilla" and len(set(methods)) == 3
     assert "eagle2" not in methods and "lantern" not in methods
+
+
+def test_lantern_pp_needs_the_eagle_drafter_like_lantern(tiny_model):
+    wanted = ["lantern_pp", "vanilla", "gsd"]
+    methods = usable_methods(tiny_model, wanted)
+    assert methods[1:] == ["vanilla", "gsd"] and methods[0] not in ("eagle2", "lantern", "lantern_pp")
+    assert methods[0] not in methods[1:]
+    torch.manual_seed(1)
+    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
+    assert usable_methods(tiny_model, wanted) == wanted
 
 
 def test_runtime_runs_a_whole_comparison_with_replacements(tiny_model):
@@ -102,6 +112,11 @@ def test_runtime_runs_a_whole_comparison_with_replacements(tiny_model):
     ("temperature", 11.0, "temperature 11.0"), ("cfg_scale", 0.5, "CFG scale 0.5"), ("top_k", -1, "top-k -1"),
     ("delta", 1.5, "delta 1.5"), ("k", 0, "k 0"), ("tree_depth", 0, "tree depth 0"),
     ("tree_total", 1000, "tree total tokens 1000"), ("seed", None, "seed None"),
+    ("lantern_variant", "draft", "LANTERN variant 'draft'"), ("lantern_lambda", 101, "lambda 101"),
+    ("lantern_lambda", "x", "lambda 'x'"), ("static_tree", "0 a", "static tree '0 a'"),
+    ("static_tree", "", "static tree has 0 nodes"), ("sjd_init", "middle", "initialisation 'middle'"),
+    ("gsd_window", -1, "GSD window -1"), ("gsd_window", 2.5, "GSD window 2.5"),
+    ("gsd_p_gap", float("inf"), "GSD p gap inf"), ("gsd_distance", 11, "GSD distance 11"),
 ])
 def test_bad_request_values_are_named(field, value, shown):
     request = CompareRequest(**{field: value})
@@ -109,6 +124,17 @@ def test_bad_request_values_are_named(field, value, shown):
         request.sampling()
         request.options()
     assert shown in str(err.value)
+
+
+def test_the_new_settings_reach_the_method_options():
+    request = CompareRequest(lantern_variant="paper", lantern_lambda=7.5, static_tree="0 1 0.1 0.0",
+                             sjd_init="left", gsd_window=12, gsd_p_gap=0.4, gsd_distance=1.5)
+    assert request.options() == MethodOptions(lantern_variant="paper", lantern_lambda=7.5,
+                                              static_tree=((0,), (1,), (0, 0), (0, 1)), sjd_init="left",
+                                              gsd_window=12, gsd_p_gap=0.4, gsd_distance=1.5)
+    # An emptied window box means GSD's scaled default, as the API's None does.
+    assert CompareRequest(gsd_window="").options().gsd_window is None
+    assert CompareRequest().options() == MethodOptions()
 
 
 def test_unknown_methods_are_named():

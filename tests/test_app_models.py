@@ -6,6 +6,7 @@ import gradio as gr
 import pytest
 
 from app import handlers
+from app.outputs import ComparisonOutputs
 from app.request import CompareRequest
 from app.runtime import WEIGHTS_DIR_VARIABLE, Runtime
 from tests.official_files import WORDS
@@ -42,11 +43,11 @@ def test_a_text_model_shows_the_prompt_box_and_compares_from_a_prompt(weights_di
     assert len(latent.data[0].x) == 16384
 
     with pytest.raises(gr.Error, match="prompt"):
-        next(handlers.compare(runtime, CompareRequest(model=T2I, methods=tuple(METHODS))))
+        next(handlers.stream_comparison(runtime, CompareRequest(model=T2I, methods=tuple(METHODS))))
     prompt = " ".join(WORDS[3:7])
     request = CompareRequest(model=T2I, prompt=prompt, temperature=0.0, k=8, methods=tuple(METHODS))
-    final = list(handlers.compare(runtime, request))[-1]
-    state = final[3 * handlers.PANELS + handlers.AFTER_PANELS.index("run_state")]
+    final = list(handlers.stream_comparison(runtime, request))[-1]
+    state = ComparisonOutputs.unflatten(final).run_state
     assert state.model.class_names == (prompt,)
     vanilla, eagle2, _ = state.lanes
     assert all(lane.done for lane in state.lanes)

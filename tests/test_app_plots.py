@@ -7,6 +7,7 @@ import torch
 
 from app import plots, shipped, text
 from app.lanes import run_to_end
+from app.request import CompareRequest
 from app.detail import token_detail
 from engine.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
@@ -100,11 +101,11 @@ def test_projection_is_used_only_for_the_codebook_it_was_made_from(tmp_path):
 
 
 def test_words_quote_the_live_numbers(lanes):
-    lesson = text.how_it_works(lanes, 0.3, 8, TINY_GPT.vocab_size)
+    lesson = text.how_it_works(lanes, CompareRequest(delta=0.3, k=8), TINY_GPT.vocab_size)
     entropy = np.mean([e for lane in lanes for t in lane.traces for e in t.entropy_bits])
     assert f"{entropy:.2f} bits" in lesson and "delta = 0.3, k = 8" in lesson
     assert "| LANTERN (relaxed) |" in lesson and "| EAGLE-2 (lossless) |" in lesson
-    assert "Its entropy is typically" in text.how_it_works(None, 0.2, 64, 1024)
+    assert "Its entropy is typically" in text.how_it_works(None, CompareRequest(), 1024)
     from app.lanes import summary
 
     row = summary(lanes)[2]
@@ -114,10 +115,10 @@ def test_words_quote_the_live_numbers(lanes):
 
 def test_inspector_words_list_every_try(lanes):
     detail = next(d for d in (token_detail(lanes[2].traces, p) for p in range(1, 16)) if d.candidates)
-    words = text.detail_markdown("LANTERN", detail, TINY_GPT.grid_size, np.arange(8), 0.3, 8)
+    words = text.detail_markdown("LANTERN", detail, TINY_GPT.grid_size, np.arange(8), CompareRequest(delta=0.3, k=8))
     assert f"kept code **{detail.token}**" in words
     assert words.count("| ") >= len(detail.candidates) + 2
-    assert text.detail_markdown("x", None, 4, None, 0.2, 8).startswith("Click")
+    assert text.detail_markdown("x", None, 4, None, CompareRequest()).startswith("Click")
 
 
 def test_the_shipped_projection_belongs_to_the_shipped_tokenizer():

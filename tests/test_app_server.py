@@ -9,7 +9,6 @@ from PIL import Image
 from app.request import DEFAULT_METHODS
 from app.runtime import Runtime, usable_methods
 from engine.embedded import ASSETS, TARGET_FILE, TOKENIZER_FILE
-from engine.methods import MethodOptions
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.skipif(not (ASSETS / TARGET_FILE).exists() or not (ASSETS / TOKENIZER_FILE).exists(),
@@ -35,7 +34,7 @@ def server():
 
 def method_args(runtime: Runtime) -> dict:
     """The default methods where this model has their drafters, else runnable stand-ins."""
-    methods = usable_methods(runtime.model(), list(DEFAULT_METHODS), MethodOptions())
+    methods = usable_methods(runtime.model(), list(DEFAULT_METHODS))
     return {f"method_{i + 1}": name for i, name in enumerate(methods) if name != DEFAULT_METHODS[i]}
 
 
@@ -67,6 +66,8 @@ def test_default_compare_streams_then_returns_three_images_and_statistics(server
 @pytest.mark.parametrize("arguments, named", [
     ({"delta": 1.5}, "1.5"), ({"seed": -3}, "-3"), ({"class_name": "dragon"}, "dragon"),
     ({"method_2": "warp"}, "warp"), ({"tree_total": 500}, "500"), ({"seed": 2**64}, str(2**64)),
+    ({"lantern_lambda": 0.5}, "0.5"), ({"gsd_window": 5000}, "GSD window 5000"),
+    ({"static_tree": "0 7.7"}, "'7.7'"), ({"gsd_distance": 12}, "12"),
 ])
 def test_invalid_values_get_an_error_naming_them(server, arguments, named):
     from gradio_client import Client
@@ -76,6 +77,20 @@ def test_invalid_values_get_an_error_naming_them(server, arguments, named):
     with pytest.raises(AppError) as err:
         Client(url, verbose=False).predict(api_name="/compare", **arguments)
     assert named in str(err.value)
+
+
+def test_the_new_methods_and_their_settings_through_the_api(server):
+    from gradio_client import Client
+
+    url, runtime = server
+    wanted = ["lantern_pp", "sjd_coupled", "gsd"]
+    methods = usable_methods(runtime.model(), wanted)
+    arguments = {"method_1": methods[0], "method_2": methods[1], "method_3": methods[2], "lantern_lambda": 4.0,
+                 "static_tree": "0 1 0.0", "sjd_init": "left", "gsd_window": 2, "gsd_p_gap": 0.2}
+    statistics = check_result(Client(url, verbose=False).predict(api_name="/compare", **arguments))
+    assert [row["method"] for row in statistics["methods"]] == methods
+    assert {key: statistics["request"][key] for key in arguments if not key.startswith("method")} == \
+        {key: value for key, value in arguments.items() if not key.startswith("method")}
 
 
 def test_four_concurrent_clients_all_complete_and_the_app_stays_up(server):

@@ -1,0 +1,63 @@
+"""The page built without launching it: the `compare` API's names, defaults and outputs, and ZeroGPU."""
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from app import ui
+from app.request import CompareRequest, api_parameters
+from app.runtime import Runtime
+
+PUBLISHED = ["class_name", "seed", "temperature", "cfg_scale", "top_k", "delta", "k", "tree_depth", "tree_top_k",
+             "tree_total", "method_1", "method_2", "method_3", "model", "prompt"]  # as README documents
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    demo = ui.build_demo(Runtime(loader=lambda name: pytest.fail(f"building the page loaded {name}")))
+    return demo.get_api_info()["named_endpoints"]["/compare"]
+
+
+def test_published_parameters_keep_their_names_and_order(endpoint):
+    names = [parameter["parameter_name"] for parameter in endpoint["parameters"]]
+    assert names[:len(PUBLISHED)] == PUBLISHED
+    assert names == [parameter.name for parameter in api_parameters()]
+    assert {"lantern_variant", "lantern_lambda", "static_tree", "sjd_init", "gsd_window", "gsd_p_gap",
+            "gsd_distance"} <= set(names)
+
+
+def test_every_input_is_optional_with_the_pages_default(endpoint):
+    defaults = {parameter.name: parameter.default for parameter in api_parameters()}
+    for parameter in endpoint["parameters"]:
+        assert parameter["parameter_has_default"], parameter["parameter_name"]
+        assert parameter["parameter_default"] == defaults[parameter["parameter_name"]], parameter["parameter_name"]
+    request = CompareRequest.from_api(**defaults)
+    assert request == CompareRequest()
+
+
+def test_statistics_stay_where_readme_says(endpoint):
+    returns = [value["label"] for value in endpoint["returns"]]
+    assert len(returns) == 16 and returns[15] == "statistics"
+
+
+def test_spaces_is_applied_only_where_it_is_installed(monkeypatch):
+    def endpoint():
+        yield 1
+
+    monkeypatch.setitem(sys.modules, "spaces", None)  # import spaces raises ImportError
+    assert ui.on_zero_gpu(endpoint) is endpoint
+    asked = []
+    fake = types.SimpleNamespace(GPU=lambda duration: lambda fn: asked.append(duration) or ("on GPU", fn))
+    monkeypatch.setitem(sys.modules, "spaces", fake)
+    assert ui.on_zero_gpu(endpoint) == ("on GPU", endpoint) and asked == [60]
+
+
+def test_importing_the_app_does_not_import_spaces(tmp_path):
+    (tmp_path / "spaces.py").write_text("raise RuntimeError('spaces imported at import time')\n")
+    code = "import app.handlers, app.ui, app.main"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-2000:]
