@@ -75,10 +75,11 @@ def decode(target: GPT, drafter: Drafter, rule: Rule, sampling: SamplingConfig,
 
         # 4. Keep the cache entries of the root and the accepted path, contiguously.
         kept = [0] + result.accepted_nodes
-        cache.keep(torch.tensor(kept, device=device) + committed, committed)
+        cache.keep([committed + node for node in kept], committed)
         committed += len(kept)
         position = len(state.tokens)
-        new = [int(tree.tokens[n]) for n in result.accepted_nodes] + [result.next_token]
+        drafted = tree.tokens.tolist()
+        new = [drafted[n] for n in result.accepted_nodes] + [result.next_token]
         state.tokens.extend(new[: state.num_tokens - len(state.tokens)])
 
         # 5. Let the drafter see what the target kept.
