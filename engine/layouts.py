@@ -20,7 +20,8 @@ from safetensors.torch import load_file
 
 from engine.weights import WeightsError
 
-# Buffers that some LlamaGen versions saved but that are recomputed here (REFERENCE.md section 4).
+# Buffers that some LlamaGen versions saved (the rotary table and the inference cache) but that are
+# recomputed here.
 IGNORED_PARTS = ("freqs_cis", "kv_cache")
 
 

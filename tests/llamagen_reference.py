@@ -1,5 +1,5 @@
 """An independent LlamaGen reference for tests: a forward pass straight from a state dict in the
-official layout, written from LlamaGen's conventions (REFERENCE.md section 4) without the engine's
+official layout, written from LlamaGen's conventions (FoundationVision/LlamaGen, autoregressive/models/gpt.py) without the engine's
 modules, and random weight files in the official layouts."""
 from __future__ import annotations
 
