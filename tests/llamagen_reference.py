@@ -1,6 +1,7 @@
 """An independent LlamaGen reference for tests: a forward pass straight from a state dict in the
-official layout, written from LlamaGen's conventions (FoundationVision/LlamaGen, autoregressive/models/gpt.py) without the engine's
-modules, and random weight files in the official layouts."""
+official layout, written from LlamaGen's conventions (FoundationVision/LlamaGen,
+autoregressive/models/gpt.py) without the engine's modules, and random weight files in the official
+layouts."""
 from __future__ import annotations
 
 import json
