@@ -54,10 +54,10 @@ def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | Non
             _points(fig, coords, neighbours, f"{len(neighbours)} nearest of draft {first.token}",
                     dict(size=size, color="rgba(61,139,253,0.15)", line=dict(color="#3d8bfd", width=1)), hover)
         for cand in detail.candidates:
-            if len(cand.used):
-                _points(fig, coords, cand.used, f"A of {cand.token} (mass {cand.used_mass.sum():.3f})",
-                        dict(size=9 + 60 * np.sqrt(cand.used_mass), color="#f5a623", opacity=0.85),
-                        [f"code {t}: p = {m:.4f}" for t, m in zip(cand.used, cand.used_mass)])
+            if len(cand.neighbours):
+                _points(fig, coords, cand.neighbours, f"A of {cand.token} (mass {cand.neighbour_mass.sum():.3f})",
+                        dict(size=9 + 60 * np.sqrt(cand.neighbour_mass), color="#f5a623", opacity=0.85),
+                        [f"code {t}: p = {m:.4f}" for t, m in zip(cand.neighbours, cand.neighbour_mass)])
         tried = np.array([c.token for c in detail.candidates])
         _points(fig, coords, tried, "drafts tried", dict(size=12, symbol="x", color=REJECTED),
                 [f"draft {c.token}: target p = {c.token_prob:.4f}, accept prob {c.accept_prob:.3f}"

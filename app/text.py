@@ -66,9 +66,9 @@ def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbour
     lines += ["", "| draft x | p(x) | accept | | credited with x (LANTERN's A \\ {x}, GSD's group): code (target p) |",
               "|---|---|---|---|---|"]
     for cand in detail.candidates:
-        used = ", ".join(f"{t} ({m:.3f})" for t, m in zip(cand.used[:5], cand.used_mass[:5]))
-        more = f", … {len(cand.used) - 5} more" if len(cand.used) > 5 else ""
-        credit = f"{len(cand.used)} codes, Σp = {cand.used_mass.sum():.3f}: {used}{more}" if len(cand.used) else "none"
+        used = ", ".join(f"{t} ({m:.3f})" for t, m in zip(cand.neighbours[:5], cand.neighbour_mass[:5]))
+        more = f", … {len(cand.neighbours) - 5} more" if len(cand.neighbours) > 5 else ""
+        credit = f"{len(cand.neighbours)} codes, Σp = {cand.neighbour_mass.sum():.3f}: {used}{more}" if len(cand.neighbours) else "none"
         verdict = "✔ kept" if cand.accepted else "✘"
         lines.append(f"| {cand.token} | {cand.token_prob:.3f} | {cand.accept_prob:.3f} | {verdict} | {credit} |")
     if neighbours is not None:

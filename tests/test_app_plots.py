@@ -60,7 +60,7 @@ def test_tree_layout_separates_nodes():
 def test_latent_figure_marks_drafts_neighbours_and_set_a(lanes):
     coords = np.random.default_rng(0).normal(size=(TINY_GPT.vocab_size, 2))
     detail = next(d for d in (token_detail(lanes[2].traces, p) for p in range(16))
-                  if any(len(c.used) for c in d.candidates))
+                  if any(len(c.neighbours) for c in d.candidates))
     fig = plots.latent_figure(coords, "test", detail, neighbours=np.arange(8))
     names = [trace.name for trace in fig.data]
     assert names[0] == "codebook" and len(fig.data[0].x) == TINY_GPT.vocab_size

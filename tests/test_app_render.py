@@ -98,14 +98,14 @@ def test_token_details_tell_the_story_of_every_position(lanes):
             else:
                 assert not accepted
             for cand in detail.candidates:
-                assert cand.used_mass.sum() <= DELTA + 1e-9
+                assert cand.neighbour_mass.sum() <= DELTA + 1e-9
                 if lane.lossless:
-                    assert len(cand.used) == 0
+                    assert len(cand.neighbours) == 0
 
 
 def test_relaxed_lane_credits_neighbours_somewhere(lanes):
     credited = [c for position in range(TOTAL) for c in token_detail(lanes[2].traces, position).candidates
-                if len(c.used)]
+                if len(c.neighbours)]
     assert credited, "LANTERN with delta 0.3 should move some neighbour mass onto some draft"
 
 
