@@ -113,7 +113,7 @@ def apply_rope(x: torch.Tensor, rope: torch.Tensor | Rotation) -> torch.Tensor:
     (x0, x1) = (x[..., 0::2], x[..., 1::2]) to (x0 cos - x1 sin, x1 cos + x0 sin).
 
     As x * cos + swap(x) * sin with the signs folded into the sin table, which gives the same bits
-    (a - b equals a + (-b) in floating point) with a third of the kernel launches.
+    (a - b equals a + (-b) in floating point) with about half the kernel launches.
     """
     rot = rope if isinstance(rope, Rotation) else rotation(rope)
     xf = x.float()  # (B, T, H, hd)

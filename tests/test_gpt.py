@@ -29,6 +29,24 @@ def test_condition_token_has_zero_queries_and_keys():
     assert torch.all(apply_rope(x, table[:1]) == 0)
 
 
+def test_rope_rotates_interleaved_pairs_bit_for_bit_as_written():
+    from engine.gpt import RMSNorm, apply_rope, rotation
+
+    table = rope_table_2d(4, 16, 10000.0, 1)[3:9]  # (6, 8, 2)
+    x = torch.randn(2, 6, 3, 16)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    cos, sin = table[None, :, None, :, 0], table[None, :, None, :, 1]
+    expected = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1).flatten(3)
+    assert torch.equal(apply_rope(x, table), expected)
+    assert torch.equal(apply_rope(x, rotation(table)), expected)
+    norm = RMSNorm(16, 1e-5)
+    with torch.no_grad():
+        norm.weight.normal_()
+    xf = x.float()
+    written = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * norm.weight
+    assert torch.equal(norm(x), written)
+
+
 def test_cached_incremental_decoding_equals_full_forward():
     model = tiny_gpt()
     cfg = TINY_GPT
