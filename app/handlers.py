@@ -21,8 +21,7 @@ from app.request import PANELS, CompareRequest
 from app.runtime import RunState, Runtime, usable_methods
 from app.shipped import load_sweep
 from engine.config import InvalidInput
-from engine.models import ImageModel
-from engine.t2i import TextImageModel
+from engine.image_model import ImageModel
 
 K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
 MIN_UPDATE_S = 0.6  # stream counters and maps at most about twice a second ...
@@ -201,8 +200,8 @@ def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: 
         raise gr.Error(str(err)) from err
     except (OSError, RuntimeError, ValueError) as err:  # offline, missing or broken files: say what to do
         raise gr.Error(f"model {name!r} could not be loaded: {err}") from err
-    is_text = isinstance(model, TextImageModel)
-    runnable = model.without_prompt() if is_text else model
+    is_text = model.needs_prompt
+    runnable = model.unbound()
     vocab = runnable.target.cfg.vocab_size
     k = min(int(k), vocab - 1)
     chosen = usable_methods(runnable, list(methods))

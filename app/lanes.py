@@ -16,8 +16,8 @@ import numpy as np
 
 from engine.config import SamplingConfig
 from engine.generate import stream
+from engine.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
-from engine.models import ImageModel
 from engine.trace import StepTrace
 
 BASELINE = "vanilla"

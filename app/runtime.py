@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -20,10 +21,10 @@ from app.render import padded_tokens
 from app.request import DEFAULT_MODEL, CompareRequest
 from app.shipped import Projection, load_projection
 from engine.config import InvalidInput, check_class_id
+from engine.image_model import ImageModel
+from engine.load import AUTO, LoadedModel, load_model
 from engine.methods import METHODS
-from engine.models import ImageModel
 from engine.official import MODELS as OFFICIAL_MODELS
-from engine.t2i import TextImageModel
 
 MODEL_CHOICES = (DEFAULT_MODEL, *OFFICIAL_MODELS)
 WEIGHTS_DIR_VARIABLE = "LANTERN_WEIGHTS_DIR"  # a folder of official files, named as on the Hub
@@ -53,26 +54,21 @@ class RunState:
         return max(len(lane.traces) for lane in self.lanes) - 1
 
 
-def load_by_name(name: str) -> ImageModel | TextImageModel:
-    """A model by name, on the GPU when there is one; official files come from the folder named by
-    LANTERN_WEIGHTS_DIR, else from the Hugging Face Hub (offline: a clear error at once)."""
-    from pathlib import Path
-
-    from engine.models import load_model
-
+def load_by_name(name: str) -> LoadedModel:
+    """A model by name, on the GPU when there is one (engine.load's policy); official files come from
+    the folder named by LANTERN_WEIGHTS_DIR, else from the Hugging Face Hub (offline: a clear error
+    at once)."""
     folder = os.environ.get(WEIGHTS_DIR_VARIABLE) if name != DEFAULT_MODEL else None
-    on_gpu = torch.cuda.is_available()
-    return load_model(name, Path(folder) if folder else None, device="cuda" if on_gpu else "cpu",
-                      dtype=torch.bfloat16 if on_gpu and name != DEFAULT_MODEL else None)
+    return load_model(name, Path(folder) if folder else None, device=AUTO, dtype=AUTO)
 
 
 class Runtime:
     """Owns the models (loaded once each, thread-safe), their projections and the cached first run."""
 
-    def __init__(self, loader: Callable[[str], ImageModel | TextImageModel] = load_by_name):
+    def __init__(self, loader: Callable[[str], LoadedModel] = load_by_name):
         self._loader = loader
         self._lock = threading.Lock()
-        self._models: dict[str, ImageModel | TextImageModel] = {}
+        self._models: dict[str, LoadedModel] = {}
         self._loading: dict[str, threading.Lock] = {}
         self._projections: dict[str, Projection] = {}
         self._cached: RunState | None = None
@@ -80,7 +76,7 @@ class Runtime:
         self._computing_run = False
         self.warm_error: str | None = None
 
-    def model(self, name: str = DEFAULT_MODEL) -> ImageModel | TextImageModel:
+    def model(self, name: str = DEFAULT_MODEL) -> LoadedModel:
         if name not in MODEL_CHOICES:
             raise InvalidInput(f"unknown model {name!r}; allowed: {', '.join(MODEL_CHOICES)}")
         with self._lock:
@@ -96,12 +92,9 @@ class Runtime:
         """The request's model, ready to decode, and the condition index to decode for: text-to-image
         models are bound to the request's prompt (their one condition), others take its class."""
         model = self.model(request.model)
-        if isinstance(model, TextImageModel):
-            prompt = str(request.prompt or "").strip()
-            if not prompt:
-                raise InvalidInput(f"model {request.model!r} draws from a caption; write a prompt")
-            return model.for_prompt(prompt), 0
-        return model, model.class_id(request.class_name)
+        condition = str(request.prompt or "").strip() if model.needs_prompt else request.class_name
+        bound = model.bind(condition)
+        return bound, bound.class_id(condition)
 
     def check_condition(self, request: CompareRequest) -> None:
         """The request's model name and class or prompt, checked without loading (or downloading) a
@@ -110,7 +103,8 @@ class Runtime:
             raise InvalidInput(f"unknown model {request.model!r}; allowed: {', '.join(MODEL_CHOICES)}")
         loaded = self._models.get(request.model)
         spec = OFFICIAL_MODELS.get(request.model)
-        if isinstance(loaded, TextImageModel) or (loaded is None and spec is not None and spec.text):
+        needs_prompt = loaded.needs_prompt if loaded is not None else (spec is not None and spec.text)
+        if needs_prompt:
             if not str(request.prompt or "").strip():
                 raise InvalidInput(f"model {request.model!r} draws from a caption; write a prompt")
         elif loaded is not None:

@@ -14,8 +14,8 @@ import numpy as np
 
 from engine.config import InvalidInput, SamplingConfig
 from engine.generate import Generation, generate
+from engine.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
-from engine.models import ImageModel
 from engine.quality import load_classifier, measure
 
 BASELINE = "vanilla"

@@ -14,7 +14,9 @@ import torch
 from engine.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.jacobi import INITS
 from engine.drafters.static_tree import DEFAULT_CHOICES, parse_choices
+from engine.image_model import ImageModel
 from engine.lantern import VARIANTS
+from engine.load import DTYPES, load_model
 from engine.methods import METHODS, MethodOptions, methods_taking
 from engine.weights import WeightsError
 
@@ -28,7 +30,7 @@ def _add_model(parser: argparse.ArgumentParser) -> None:
                         help="folder with the official files under their Hub names (else the Hugging Face Hub)")
     parser.add_argument("--prompt", default=None, help="the caption, for text-to-image models")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when present)")
-    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+    parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPES),
                         help="GPT and drafter precision; auto: bfloat16 on CUDA, float32 on CPU")
 
 
@@ -73,24 +75,16 @@ def _options(args) -> MethodOptions:
                          gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)
 
 
-def _load_model(args):
-    from engine.models import load_model
-    from engine.t2i import TextImageModel
-
+def _load_model(args) -> ImageModel:
     if args.threads < 1:
         raise InvalidInput(f"threads {args.threads} is out of range; allowed: 1 or more")
     torch.set_num_threads(args.threads)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    dtype = {"auto": torch.bfloat16 if device.startswith("cuda") else torch.float32,
-             "float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
-    model = load_model(args.model, args.weights_dir, device, dtype)
-    if isinstance(model, TextImageModel):
-        if not args.prompt:
-            raise InvalidInput(f"model {args.model!r} is text-to-image; give a caption with --prompt")
-        return model.for_prompt(args.prompt)
-    if args.prompt:
+    model = load_model(args.model, args.weights_dir, args.device, args.dtype)
+    if model.needs_prompt and not args.prompt:
+        raise InvalidInput(f"model {args.model!r} is text-to-image; give a caption with --prompt")
+    if args.prompt and not model.needs_prompt:
         raise InvalidInput(f"model {args.model!r} is class-conditional; use --class-id, not --prompt")
-    return model
+    return model.bind(args.prompt)
 
 
 def cmd_generate(args) -> None:

@@ -1,4 +1,4 @@
-"""The embedded model shipped in assets/: its sizes and file names.
+"""The embedded model shipped in assets/: its sizes, file names and loaders.
 
 Sizes are chosen for a 2-core CPU: 64 x 64 images, a 16 x 16 token grid (LlamaGen's 256 tokens)
 from a 4x-downsampling tokenizer, and a 12-layer target (as deep as LlamaGen-B) that is narrow
@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from engine.dataset import CLASS_NAMES
-from engine.gpt import GPTConfig
-from engine.tokenizer import VQConfig
+from engine.drafters.eagle_net import EagleNet
+from engine.drafters.medusa import MedusaConfig, MedusaHeads
+from engine.gpt import GPT, GPTConfig
+from engine.image_model import ImageModel
+from engine.tokenizer import VQConfig, VQModel
+from engine.weights import load_module
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -28,3 +34,25 @@ CLASSIFIER_FILE = "classifier.safetensors"
 EAGLE_FILE = "eagle_drafter.safetensors"
 MEDUSA_FILE = "medusa_heads.safetensors"
 SPS_FILE = "sps_draft.safetensors"
+
+
+def load_embedded_tokenizer(assets: Path = ASSETS) -> VQModel:
+    return load_module(assets / TOKENIZER_FILE, VQConfig, VQModel)
+
+
+def load_embedded_target(assets: Path = ASSETS) -> GPT:
+    return load_module(assets / TARGET_FILE, GPTConfig, GPT)
+
+
+def load_embedded_drafters(assets: Path = ASSETS) -> dict[str, torch.nn.Module]:
+    """Every trained drafter shipped in assets/; a method whose drafter is absent is unavailable."""
+    kinds = {"eagle": (EAGLE_FILE, GPTConfig, EagleNet), "sps": (SPS_FILE, GPTConfig, GPT),
+             "medusa": (MEDUSA_FILE, MedusaConfig, MedusaHeads)}
+    return {kind: load_module(assets / file, config_type, module_type)
+            for kind, (file, config_type, module_type) in kinds.items() if (assets / file).exists()}
+
+
+def load_embedded(assets: Path = ASSETS) -> ImageModel:
+    """The embedded model on the CPU in float32, with every drafter shipped beside it."""
+    return ImageModel(load_embedded_target(assets), load_embedded_tokenizer(assets), CLASS_NAMES,
+                      name="embedded", drafters=load_embedded_drafters(assets))

@@ -10,8 +10,8 @@ import torch
 
 from engine.config import SamplingConfig
 from engine.decode import decode
+from engine.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
-from engine.models import ImageModel
 from engine.trace import StepTrace
 
 

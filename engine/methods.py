@@ -18,8 +18,8 @@ from engine.drafters.medusa import MedusaDrafter
 from engine.drafters.sps import SpsDrafter
 from engine.drafters.static_tree import DEFAULT_CHOICES, Choices, StaticTreeDrafter, check_choices
 from engine.gsd import GroupedRule, scaled_window
+from engine.image_model import ImageModel
 from engine.lantern import VARIANTS, LanternRule
-from engine.models import ImageModel
 from engine.neighbours import METRICS
 
 

@@ -15,11 +15,17 @@ from pathlib import Path
 
 import torch
 
+from engine.config import InvalidInput
+from engine.drafters.eagle_net import EagleNet
 from engine.gpt import GPT, PRESETS, GPTConfig
 from engine.hub import resolve_file, resolve_folder
-from engine.layouts import drop_ignored, hf_llama_to_llamagen, read_hf_folder, read_json, read_torch_file
+from engine.image_model import ImageModel
+from engine.layouts import (drop_ignored, eagle_to_engine, hf_llama_to_llamagen, read_hf_folder, read_json,
+                            read_torch_file)
+from engine.t2i import CAPTION_TOKENS, TextImageModel, text_gpt
+from engine.text_encoder import T5_PATTERNS, T5_REPO, T5_REQUIRED, TextEncoder
 from engine.tokenizer import VQConfig, VQModel
-from engine.weights import WeightsError, load_strict
+from engine.weights import WeightsError, load_module, load_strict
 
 log = logging.getLogger("engine.official")
 
@@ -69,8 +75,6 @@ class ModelSpec:
 
     def gpt_config(self) -> GPTConfig:
         if self.text:
-            from engine.t2i import CAPTION_TOKENS
-
             return GPTConfig(**PRESETS[self.preset], vocab_size=VOCAB, num_classes=0,
                              cls_token_num=CAPTION_TOKENS, grid_size=self.grid_size)
         return GPTConfig(**PRESETS[self.preset], vocab_size=VOCAB, num_classes=IMAGENET_CLASSES,
@@ -92,8 +96,6 @@ MODELS: dict[str, ModelSpec] = {s.name: s for s in [
 
 
 def _new_gpt(cfg: GPTConfig, text: bool, caption_dim: int) -> GPT:
-    from engine.t2i import text_gpt
-
     return text_gpt(cfg, caption_dim) if text else GPT(cfg)
 
 
@@ -106,8 +108,6 @@ def load_llamagen_gpt(path: Path, cfg: GPTConfig, text: bool = False, caption_di
 
 def hf_llama_config(folder: Path, text: bool) -> GPTConfig:
     """GPTConfig from a LANTERN Hugging Face folder's config.json (block_size gives the grid)."""
-    from engine.t2i import CAPTION_TOKENS
-
     c = read_json(folder / "config.json")
     try:
         grid = round(int(c.get("block_size", 256)) ** 0.5)
@@ -144,9 +144,6 @@ def load_official_tokenizer(spec: TokenizerSpec, path: Path) -> VQModel:
 
 def load_eagle_folder(folder: Path, target: GPT) -> torch.nn.Module:
     """LANTERN's published EAGLE drafter (config.json + weights) for `target`, strictly."""
-    from engine.drafters.eagle_net import EagleNet
-    from engine.layouts import eagle_to_engine
-
     c = read_json(folder / "config.json")
     cfg = target.cfg
     if (c.get("hidden_size"), c.get("num_attention_heads"), c.get("intermediate_size")) != \
@@ -161,9 +158,6 @@ def load_eagle_folder(folder: Path, target: GPT) -> torch.nn.Module:
 
 def _local_drafters(name: str, weights_dir: Path | None) -> dict[str, torch.nn.Module]:
     """A drafter trained here (python -m engine.train.distributed) and saved beside the weights."""
-    from engine.drafters.eagle_net import EagleNet
-    from engine.models import load_module
-
     path = None if weights_dir is None else Path(weights_dir) / f"eagle_drafter_{name}.safetensors"
     if path is None or not path.is_file():
         return {}
@@ -195,27 +189,9 @@ def _resolve_all(jobs: list) -> list[Path]:
     return paths
 
 
-def place(module: torch.nn.Module, device: str | torch.device, dtype: torch.dtype | None = None) -> torch.nn.Module:
-    """Move a model to `device` (and cast it to `dtype`), keeping RoPE tables in fp32 as LlamaGen
-    does (its freqs_cis is not a buffer, so a bf16 cast leaves it alone)."""
-    module.to(device=device, dtype=dtype)
-    for sub in module.modules():
-        if isinstance(sub, GPT):
-            sub.rope = sub.rope.float()
-    return module
-
-
-def load_official(name: str, weights_dir: Path | None = None, device: str | torch.device = "cpu",
-                  dtype: torch.dtype | None = None):
-    """An official model by name, ready to run: an ImageModel, or a TextImageModel for text-to-image.
-
-    `dtype` casts the GPT and its drafters (bfloat16 is safe on CUDA: norms, RoPE, logits and
-    sampling stay in fp32 or fp64); the VQ decoder stays fp32.
-    """
-    from engine.config import InvalidInput
-    from engine.models import ImageModel
-    from engine.text_encoder import T5_PATTERNS, T5_REPO, T5_REQUIRED
-
+def load_official(name: str, weights_dir: Path | None = None) -> ImageModel | TextImageModel:
+    """An official model by name, on the CPU in float32 (engine.load places it): an ImageModel, or a
+    TextImageModel for text-to-image."""
     if name not in MODELS:
         raise InvalidInput(f"unknown model {name!r}; allowed: embedded, {', '.join(MODELS)}")
     spec = MODELS[name]
@@ -235,15 +211,10 @@ def load_official(name: str, weights_dir: Path | None = None, device: str | torc
         raise WeightsError(f"{target_path} has a vocabulary of {target.cfg.vocab_size} tokens but "
                            f"{tok_path} a codebook of {tokenizer.cfg.codebook_size}: they are not a pair")
     drafters = {**_published_drafters(spec, target, weights_dir), **_local_drafters(name, weights_dir)}
-    target, tokenizer = place(target, device, dtype), tokenizer.to(device)
-    drafters = {kind: place(net, device, dtype) for kind, net in drafters.items()}
     log.info("loaded %s (%s) with drafters: %s", name, spec.preset, ", ".join(drafters) or "none")
     if not spec.text:
         classes = tuple(str(i) for i in range(target.cfg.num_classes))
         return ImageModel(target, tokenizer, classes, name=name, drafters=drafters)
-    from engine.t2i import TextImageModel
-    from engine.text_encoder import TextEncoder
-
     # The caption is cut to the prefix length the model was trained with (LlamaGen: 120 tokens).
-    encoder = TextEncoder(text_folder[0], device, max_tokens=target.cfg.cls_token_num)
+    encoder = TextEncoder(text_folder[0], max_tokens=target.cfg.cls_token_num)
     return TextImageModel(target, tokenizer, encoder, name=name, drafters=drafters)

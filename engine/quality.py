@@ -10,11 +10,10 @@ from scipy import linalg
 
 from engine.classifier import Classifier, ClassifierConfig
 from engine.embedded import ASSETS, CLASSIFIER_FILE
+from engine.weights import load_module
 
 
 def load_classifier(path=None) -> Classifier:
-    from engine.models import load_module
-
     return load_module(path or ASSETS / CLASSIFIER_FILE, ClassifierConfig, Classifier)
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from engine.bench import run_methods, summarise
 from engine.config import SamplingConfig
+from engine.image_model import ImageModel
 from engine.methods import MethodOptions
-from engine.models import ImageModel
 
 
 def parse_grid(text: str, cast) -> list:

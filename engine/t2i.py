@@ -7,8 +7,8 @@ the padding out of attention, for the null row as well (so the null row sees the
 buffer). Condition positions are rotated by cos = sin = 0, so their queries and keys are zero and
 their place in the sequence does not matter: a prefix of only the n real tokens, with image tokens
 still rotated by their own grid cell, computes what the padded and masked prefix computes.
-`PromptTarget` binds the model to one prompt that way, so the decoding loop runs a text-to-image
-model as a one-class model: class 0 is the prompt, class 1 the null condition.
+`PromptTarget` binds the model to one prompt that way (`TextImageModel.bind`), so the decoding loop
+runs a text-to-image model as a one-class model: class 0 is the prompt, class 1 the null condition.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from torch import nn
 
 from engine.config import InvalidInput
 from engine.gpt import GPT, GPTConfig, rope_table_2d
-from engine.models import ImageModel
+from engine.image_model import ImageModel
 from engine.tokenizer import VQModel
 
 CAPTION_TOKENS = 120  # LlamaGen's cls_token_num for text-to-image
@@ -90,25 +90,42 @@ class PromptTarget(GPT):
 
 @dataclass
 class TextImageModel:
-    """A text-to-image GPT, its tokenizer and its text encoder; `for_prompt` gives a runnable model."""
+    """A text-to-image GPT, its tokenizer and its text encoder; `bind(prompt)` gives a runnable model."""
 
     target: GPT
     tokenizer: VQModel
-    encoder: object  # engine.text_encoder.TextEncoder: .encode(prompt) -> (n, C)
+    encoder: object  # engine.text_encoder.TextEncoder: .encode(prompt) -> (n, C), .to(device)
     name: str
     drafters: dict[str, nn.Module] = field(default_factory=dict)
     _neighbour_tables: dict = field(default_factory=dict, repr=False)
     _captions: dict = field(default_factory=dict, repr=False)  # prompt -> (n, C), the latest few
 
     @property
+    def needs_prompt(self) -> bool:
+        """True: the condition is a caption, bound with `bind`."""
+        return True
+
+    @property
     def grid_size(self) -> int:
         return self.target.cfg.grid_size
 
-    def without_prompt(self) -> ImageModel:
-        """The unbound model, for what needs no caption: which drafters exist, neighbour tables."""
+    def unbound(self) -> ImageModel:
+        """The model before a prompt is chosen, for what needs no caption: which drafters exist,
+        neighbour tables."""
         return self._image_model(self.target, "")
 
-    def for_prompt(self, prompt: str) -> ImageModel:
+    def to(self, device: str | torch.device, dtype: torch.dtype | None = None) -> TextImageModel:
+        """The GPT and drafters to `device` in `dtype`, the text encoder to `device`; the VQ decoder
+        and the text encoder stay float32."""
+        self.unbound().to(device, dtype)  # it shares the GPT, tokenizer and drafters
+        self.encoder.to(device)
+        return self
+
+    def bind(self, prompt: str | None) -> ImageModel:
+        """A runnable model for `prompt`: one class, index 0, named by the prompt."""
+        prompt = str(prompt or "").strip()
+        if not prompt:
+            raise InvalidInput(f"model {self.name!r} draws from a caption; write a prompt")
         # Encoding costs a pass of a 1.2B-parameter encoder; runs that only change delta or k reuse it.
         if prompt not in self._captions:
             if len(self._captions) >= CACHED_CAPTIONS:

@@ -36,8 +36,15 @@ class TextEncoder:
         self._tokenizer = None
         self._model = None
 
+    def to(self, device: str | torch.device) -> TextEncoder:
+        """Run on `device` from now on (the encoder moves there if it is loaded already)."""
+        self.device = device
+        if self._model is not None:
+            self._model.to(device)
+        return self
+
     def _load(self) -> None:
-        try:
+        try:  # transformers is optional and heavy: imported only when a text model first encodes
             from transformers import AutoTokenizer, T5EncoderModel
         except ImportError as err:
             raise WeightsError("text-to-image models need the `transformers` and `sentencepiece` packages: "

@@ -80,6 +80,14 @@ def load_strict(model: torch.nn.Module, state: dict[str, torch.Tensor], source: 
     model.load_state_dict(state, strict=True)
 
 
+def load_module(path: Path, config_type: type, module_type: type) -> torch.nn.Module:
+    """Build `module_type(config)` from the config stored in the file and load its tensors strictly."""
+    config = config_from_metadata(path, config_type)
+    module = module_type(config)
+    load_strict(module, load_state(path), str(path))
+    return module.eval()
+
+
 def _short(items: list[str], limit: int = 6) -> str:
     shown = ", ".join(items[:limit])
     return f"[{shown}{', ...' if len(items) > limit else ''}] ({len(items)} in all)"

@@ -126,7 +126,7 @@ def test_the_shipped_projection_belongs_to_the_shipped_tokenizer():
 
     if not (ASSETS / shipped.UMAP_FILE).exists() or not (ASSETS / TOKENIZER_FILE).exists():
         pytest.skip("no projection or tokenizer shipped in assets/")
-    from engine.models import load_embedded_tokenizer
+    from engine.embedded import load_embedded_tokenizer
 
     weights = load_embedded_tokenizer().quantize.embedding.weight.detach().float().numpy()
     projection = shipped.load_projection(weights)

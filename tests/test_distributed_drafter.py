@@ -12,9 +12,8 @@ from safetensors.torch import load_file
 
 from engine.drafters.eagle_net import EagleNet
 from engine.gpt import GPTConfig
-from engine.models import load_module
 from engine.train import distributed
-from engine.weights import save_model
+from engine.weights import load_module, save_model
 from tests.conftest import TINY_GPT, tiny_gpt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +70,7 @@ def test_trained_drafter_loads_as_an_eagle_drafter(runs):
 
 
 def test_a_text_to_image_target_trains_on_prompts_and_its_drafter_loads(tmp_path):
-    from engine.models import load_model
+    from engine.load import load_model
     from tests.official_files import write_lantern_t2i_folder
 
     weights = write_lantern_t2i_folder(tmp_path / "weights")

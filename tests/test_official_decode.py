@@ -6,8 +6,8 @@ import torch.nn.functional as F
 from engine.config import SamplingConfig
 from engine.generate import generate
 from engine.gpt import GPTConfig
+from engine.image_model import ImageModel
 from engine.methods import MethodOptions
-from engine.models import ImageModel
 from engine.official import load_llamagen_gpt
 from engine.t2i import PromptTarget
 from engine.tokenizer import VQModel
@@ -75,7 +75,7 @@ def test_prompt_bound_target_equals_the_padded_and_masked_reference(tmp_path):
 
 
 def test_bfloat16_placement_keeps_rope_in_fp32_and_decodes(tmp_path):
-    from engine.official import place
+    from engine.image_model import place
 
     model, _ = _c2i_model(tmp_path)
     place(model.target, "cpu", torch.bfloat16)

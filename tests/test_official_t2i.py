@@ -13,7 +13,7 @@ import torch
 
 from engine.config import SamplingConfig
 from engine.generate import generate
-from engine.models import load_model
+from engine.load import load_model
 from engine.t2i import TextImageModel
 from tests.official_files import WORDS
 
@@ -42,8 +42,8 @@ def test_a_prompt_is_encoded_once_and_its_binding_is_unchanged(weights_dir, monk
     calls = []
     encode = model.encoder.encode
     monkeypatch.setattr(model.encoder, "encode", lambda prompt: calls.append(prompt) or encode(prompt))
-    first, again = model.for_prompt("a photo of cat"), model.for_prompt("a photo of cat")
-    model.for_prompt("a blue car")
+    first, again = model.bind("a photo of cat"), model.bind("a photo of cat")
+    model.bind("a blue car")
     assert calls == ["a photo of cat", "a blue car"]
     torch.testing.assert_close(again.target.cls_embedding.table, first.target.cls_embedding.table)
     torch.testing.assert_close(first.target.cls_embedding.table[0],
@@ -53,12 +53,12 @@ def test_a_prompt_is_encoded_once_and_its_binding_is_unchanged(weights_dir, monk
 def test_lantern_t2i_runs_every_method_and_lossless_ones_match_vanilla(weights_dir):
     model = load_model("lantern_t2i_XL_256", weights_dir)
     assert set(model.drafters) == {"eagle"}
-    bound = model.for_prompt("an astronaut riding a horse")
+    bound = model.bind("an astronaut riding a horse")
     greedy = SamplingConfig(temperature=0.0, cfg_scale=4.0)
     vanilla = generate(bound, "vanilla", greedy, 0).tokens
     for method in ("eagle2", "sjd"):
         assert generate(bound, method, greedy, 0).tokens.tolist() == vanilla.tolist(), method
-    other = generate(model.for_prompt("a blue car"), "vanilla", greedy, 0).tokens
+    other = generate(model.bind("a blue car"), "vanilla", greedy, 0).tokens
     assert other.tolist() != vanilla.tolist()  # the prompt reaches the model
     assert bound.decode_images(torch.from_numpy(vanilla)[None]).shape == (1, 64, 64, 3)
 
@@ -74,7 +74,7 @@ def test_command_line_generates_from_a_prompt(weights_dir, tmp_path):
                 "--temperature", "0", "--cfg", "4.0", "--tokens-out", str(tmp_path / "t.npy"),
                 "--out", str(tmp_path / "i.png"), "--device", "cpu"], {})
     assert run.returncode == 0, run.stderr
-    model = load_model("lantern_t2i_XL_256", weights_dir).for_prompt("a photo of a cat")
+    model = load_model("lantern_t2i_XL_256", weights_dir).bind("a photo of a cat")
     expected = generate(model, "vanilla", SamplingConfig(temperature=0.0, cfg_scale=4.0), 0).tokens
     assert np.load(tmp_path / "t.npy").tolist() == expected.tolist()
     assert (tmp_path / "i.png").stat().st_size > 0

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine.dataset import make_images, to_tensor_range
-from engine.models import load_embedded, load_embedded_tokenizer
+from engine.embedded import load_embedded, load_embedded_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 

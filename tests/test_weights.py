@@ -2,8 +2,7 @@ import pytest
 import torch
 
 from engine.gpt import GPT, GPTConfig
-from engine.models import load_module
-from engine.weights import WeightsError, save_model
+from engine.weights import WeightsError, load_module, save_model
 from tests.conftest import TINY_GPT, tiny_gpt
 
 

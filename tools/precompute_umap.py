@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from app.shipped import UMAP_FILE, UMAP_META, codebook_fingerprint
-from engine.embedded import ASSETS
+from engine.embedded import ASSETS, load_embedded_tokenizer
 
 log = logging.getLogger("tools.precompute_umap")
 
@@ -36,8 +36,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-dist", type=float, default=0.1)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
-
-    from engine.models import load_embedded_tokenizer
 
     quantize = load_embedded_tokenizer(args.assets).quantize
     weights = quantize.embedding.weight.detach().float().numpy()  # (V, d) as stored

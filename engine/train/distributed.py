@@ -28,12 +28,13 @@ from torch.nn.parallel import DistributedDataParallel
 
 from engine.config import InvalidInput, SamplingConfig
 from engine.drafters.eagle_net import EagleNet
-from engine.gpt import GPT
+from engine.gpt import GPT, GPTConfig
+from engine.load import load_model
 from engine.train.common import Checkpoint, cosine_lr, setup_logging
 from engine.train.drafter import drafter_loss
 from engine.train.features import sequence_features
 from engine.train.sequences import Conditions, load_codes, rows_of, save_codes, self_sample
-from engine.weights import save_model
+from engine.weights import load_module, save_model
 
 log = logging.getLogger("engine.train.distributed")
 
@@ -92,17 +93,14 @@ def _setup() -> tuple[int, int, torch.device]:
 
 def _load_target(args, device: torch.device) -> tuple[GPT, Conditions, str]:
     """The target whose drafter is trained, the conditions to train on, and the target's name."""
-    from engine.gpt import GPTConfig
-    from engine.models import load_model, load_module
-    from engine.t2i import TextImageModel
-
     if args.target is not None:
         target = load_module(args.target, GPTConfig, GPT).to(device)
         model, name = None, args.target.stem
     else:
-        model = load_model(args.model, args.weights_dir, device)
+        # float32 on every device: the drafter learns to predict the target's exact features.
+        model = load_model(args.model, args.weights_dir, device, torch.float32)
         target, name = model.target, model.name
-    if isinstance(model, TextImageModel):
+    if model is not None and model.needs_prompt:
         if args.prompts is None:
             raise InvalidInput(f"model {name!r} is text-to-image; give captions with --prompts FILE (one per line)")
         return target, Conditions.of_prompts(model, _read_prompts(args.prompts)), name

@@ -15,8 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
-from engine.embedded import ASSETS, MEDUSA_FILE
-from engine.models import load_embedded_target
+from engine.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
 from engine.train.common import Checkpoint, cosine_lr, setup_logging
 from engine.train.features import cached_features
 from engine.train.target import cached_codes

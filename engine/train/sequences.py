@@ -38,7 +38,7 @@ class Conditions:
     @classmethod
     def of_prompts(cls, model, prompts: list[str]) -> "Conditions":
         """model: an engine.t2i.TextImageModel; each prompt is encoded once."""
-        return cls([model.for_prompt(prompt).target for prompt in prompts], [0] * len(prompts))
+        return cls([model.bind(prompt).target for prompt in prompts], [0] * len(prompts))
 
     def __len__(self) -> int:
         return len(self.targets)

@@ -15,9 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.dataset import to_tensor_range
-from engine.embedded import ASSETS, SPS_DRAFT, SPS_FILE, TARGET, TARGET_FILE
+from engine.embedded import ASSETS, SPS_DRAFT, SPS_FILE, TARGET, TARGET_FILE, load_embedded_tokenizer
 from engine.gpt import GPT
-from engine.models import load_embedded_tokenizer
 from engine.train.common import TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
 from engine.weights import save_model
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.dataset import to_tensor_range
-from engine.embedded import ASSETS, TOKENIZER_FILE, VQ
+from engine.embedded import ASSETS, TOKENIZER_FILE, VQ, load_embedded_tokenizer
 from engine.tokenizer import VQModel
 from engine.train.common import HELDOUT_SEED, TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
 from engine.weights import save_model
@@ -83,8 +83,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     setup_logging()
     if args.evaluate:
-        from engine.models import load_embedded_tokenizer
-
         held_out, _ = cached_dataset(args.run_dir.parent, 200, HELDOUT_SEED)
         psnr, used = evaluate(load_embedded_tokenizer(args.out.parent), held_out)
         log.info("held-out PSNR %.2f dB over %d images; %d of %d codes used", psnr, len(held_out),

@@ -1,0 +1,60 @@
+"""Loading a model by name, and where it runs: the one device and precision policy.
+
+The command line, the benchmark, the app and drafter training all load through `load_model`:
+`device` "auto" is CUDA when present, else the CPU; `dtype` "auto" is bfloat16 for the GPT and its
+drafters on CUDA (safe there: norms, RoPE, logits and sampling stay in fp32 or fp64) and float32 on
+the CPU. The VQ decoder always stays float32.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from engine.config import InvalidInput
+from engine.embedded import load_embedded
+from engine.image_model import ImageModel
+from engine.official import load_official
+from engine.t2i import TextImageModel
+
+EMBEDDED = "embedded"
+AUTO = "auto"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+LoadedModel = ImageModel | TextImageModel  # .bind(condition) gives the runnable ImageModel
+
+
+def resolve_device(device: str | torch.device = AUTO) -> torch.device:
+    """"auto" -> CUDA when present, else the CPU; anything else as torch names it."""
+    if device == AUTO:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        raise InvalidInput(f"unknown device {device!r}; allowed: cpu, cuda, cuda:N or auto") from None
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """The GPT and drafter precision: "auto" (or None) -> bfloat16 on CUDA, float32 elsewhere."""
+    if dtype is None or dtype == AUTO:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise InvalidInput(f"unknown dtype {dtype!r}; allowed: auto, {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def load_model(name: str = EMBEDDED, weights_dir: Path | None = None, device: str | torch.device = "cpu",
+               dtype: str | torch.dtype | None = AUTO) -> LoadedModel:
+    """The embedded model, or an official LlamaGen model (engine.official.MODELS) read from
+    `weights_dir` or the Hugging Face Hub, placed on `device` in `dtype` (see the module's policy)."""
+    place_on = resolve_device(device)
+    precision = resolve_dtype(dtype, place_on)
+    if name == EMBEDDED:
+        if weights_dir is not None:
+            raise InvalidInput("--weights-dir is for official models; the embedded one is read from assets/")
+        model = load_embedded()
+    else:
+        model = load_official(name, weights_dir)
+    return model.to(place_on, precision)
