@@ -13,9 +13,9 @@ import torch
 from engine.acceptance import Rule
 from engine.config import SamplingConfig
 from engine.drafters.base import DecodeState, Drafter
-from engine.gpt import GPT
 from engine.kv_cache import KVCache
 from engine.sampling import combine_cfg, distribution, entropy_bits
+from engine.target import Target
 from engine.trace import StepTrace
 from engine.tree import DraftTree
 from engine.verify import WalkResult, target_pass, walk
@@ -28,7 +28,7 @@ def _elapsed_ms(since: float) -> float:
 
 
 @torch.inference_mode()
-def decode(target: GPT, drafter: Drafter, rule: Rule, sampling: SamplingConfig,
+def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfig,
            class_id: int) -> Iterator[StepTrace]:
     """Generate one image's tokens for `class_id`, yielding a trace after every target pass."""
     cfg = target.cfg

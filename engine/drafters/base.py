@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from engine.config import SamplingConfig
-from engine.gpt import GPT
+from engine.target import Target
 from engine.tree import DraftTree
 
 
@@ -15,7 +15,7 @@ from engine.tree import DraftTree
 class DecodeState:
     """What a drafter may read: the target, the tokens so far and the sampling setup."""
 
-    target: GPT
+    target: Target
     class_id: int
     rows: int  # 2 with CFG (cond, null), else 1
     sampling: SamplingConfig
