@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,7 @@ import torch.nn.functional as F
 from engine.classifier import Classifier, ClassifierConfig, augment
 from engine.dataset import CLASS_NAMES, to_tensor_range
 from engine.embedded import ASSETS, CLASSIFIER_FILE
-from engine.train.common import HELDOUT_SEED, TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
+from engine.train.common import HELDOUT_SEED, TRAIN_SEED, cached_dataset, fit, setup_logging
 from engine.weights import save_model
 
 log = logging.getLogger("engine.train.classifier")
@@ -47,24 +46,20 @@ def main(argv: list[str] | None = None) -> None:
     cfg = ClassifierConfig(num_classes=len(CLASS_NAMES))
     model = Classifier(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.05)
-    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
-    step = ckpt.load(model, optimizer, gen)
-    started = time.perf_counter()
-    while step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=20)
+
+    def train_step(step: int) -> str:
         index = torch.randint(0, len(images), (args.batch,), generator=gen).numpy()
         x = augment(to_tensor_range(images[index]), gen)
         loss = F.cross_entropy(model(x), torch.from_numpy(labels[index]))
-        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
-        step += 1
-        if step % 100 == 0 or step == args.steps:
-            accuracy, _ = evaluate(model, held_images, held_labels)
-            log.info("step %d/%d loss %.3f held-out accuracy %.3f (%.0f s)", step, args.steps,
-                     loss.item(), accuracy, time.perf_counter() - started)
-            ckpt.save(model, optimizer, gen, step)
+        return f"loss {loss.item():.3f}"
+
+    def report(step: int) -> None:
+        accuracy, _ = evaluate(model, held_images, held_labels)
+        log.info("step %d held-out accuracy %.3f", step, accuracy)
+
+    fit(model, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=20,
+        train_step=train_step, log_every=100, save=report)
     accuracy, feats = evaluate(model, held_images, held_labels)
     f = feats.double()
     model.reference_mean.copy_(f.mean(0).float())

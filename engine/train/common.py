@@ -1,10 +1,11 @@
-"""What every training command shares: the cached dataset, seeding, resumable checkpoints."""
+"""What every training command shares: the cached dataset, seeding, resumable checkpoints, the loop."""
 from __future__ import annotations
 
 import logging
 import math
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -62,6 +63,44 @@ class Checkpoint:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "generator": generator.get_state(), "step": step}, tmp)
         tmp.replace(self.path)
+
+
+def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, gen: torch.Generator, checkpoint: Path, *,
+        steps: int, lr: float, warmup: int, train_step: Callable[[int], str], clip: float | None = None,
+        log_every: int = 25, save_every: int = 100, save: Callable[[int], None] | None = None,
+        after_step: Callable[[int], None] | None = None, lead: bool = True) -> int:
+    """The loop of every training command, resumed from `checkpoint` where one exists.
+
+    Each step sets the cosine learning rate, calls `train_step(step)` (forward and backward of one
+    batch, on the zeroed gradients; it returns what to log), clips the gradient norm to `clip`, steps
+    the optimizer, then calls `after_step(steps done)`. Every `log_every` steps the last report is
+    logged; every `save_every` steps and at the end the checkpoint is written and `save(steps done)`
+    called (for the shipped weights). Only the `lead` process of a distributed run logs and saves.
+    Returns the step reached.
+    """
+    ckpt = Checkpoint(checkpoint)
+    step = ckpt.load(model, optimizer, gen)
+    started, first = time.perf_counter(), step
+    while step < steps:
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, steps, lr, warmup)
+        optimizer.zero_grad(set_to_none=True)
+        report = train_step(step)
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        step += 1
+        if after_step is not None:
+            after_step(step)
+        if lead and (step % log_every == 0 or step == steps):
+            elapsed = time.perf_counter() - started
+            log.info("step %d/%d %s (%.0f s, %.2f steps/s)", step, steps, report, elapsed,
+                     (step - first) / elapsed)
+        if lead and (step % save_every == 0 or step == steps):
+            ckpt.save(model, optimizer, gen, step)
+            if save is not None:
+                save(step)
+    return step
 
 
 def setup_logging() -> None:

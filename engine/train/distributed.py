@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import logging
 import os
-import time
 from pathlib import Path
 
 import torch
@@ -30,7 +29,7 @@ from engine.config import InvalidInput, SamplingConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.gpt import GPT, GPTConfig
 from engine.load import load_model
-from engine.train.common import Checkpoint, cosine_lr, setup_logging
+from engine.train.common import fit, setup_logging
 from engine.train.drafter import drafter_loss
 from engine.train.features import sequence_features
 from engine.train.sequences import Conditions, load_codes, rows_of, save_codes, self_sample
@@ -142,31 +141,26 @@ def train(args) -> Path:
     net = EagleNet(target.cfg).to(device)
     optimizer = torch.optim.AdamW(net.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(args.seed)  # the batch schedule, shared by all processes
-    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
-    step = ckpt.load(net, optimizer, gen)
     wrapped = DistributedDataParallel(net) if world > 1 else net
     per_process = args.batch // world
-    started = time.perf_counter()
-    while step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=args.warmup)
+
+    def step_all(step: int) -> str:
         index = torch.randint(0, 2 * len(codes), (args.batch,), generator=gen)  # (B,) global batch
         slots = range(rank * per_process, (rank + 1) * per_process)
         rows, tokens = rows_of(index[slots.start:slots.stop], codes, labels, conditions)
-        optimizer.zero_grad(set_to_none=True)
         totals = train_step(wrapped, rows, slots, tokens.to(device), args.noise, args.seed, step, args.batch)
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
-        optimizer.step()
-        step += 1
         if world > 1:
             totals = totals.to(device)  # NCCL reduces device tensors only
             dist.all_reduce(totals)
-        if rank == 0 and (step % args.log_every == 0 or step == args.steps):
-            log.info("step %d/%d loss %.4f top-1 agreement %.3f (%.0f s)", step, args.steps,
-                     totals[0] / args.batch, totals[1] / args.batch, time.perf_counter() - started)
-        if rank == 0 and (step % args.save_every == 0 or step == args.steps):
-            ckpt.save(net, optimizer, gen, step)
-            save_model(net, args.out, config=target.cfg, extra={"trained_steps": step, "target": name})
+        return f"loss {totals[0] / args.batch:.4f} top-1 agreement {totals[1] / args.batch:.3f}"
+
+    def save(step: int) -> None:
+        save_model(net, args.out, config=target.cfg, extra={"trained_steps": step, "target": name})
+
+    # The checkpoint loads into the wrapped module's own parameters, on every process alike.
+    fit(net, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=args.warmup,
+        train_step=step_all, clip=0.5, log_every=args.log_every, save_every=args.save_every, save=save,
+        lead=rank == 0)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import torch.nn.functional as F
 
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
-from engine.train.common import Checkpoint, cosine_lr, setup_logging
+from engine.train.common import fit, setup_logging
 from engine.train.features import cached_features
 from engine.train.target import cached_codes
 from engine.weights import save_model
@@ -63,24 +62,18 @@ def main(argv: list[str] | None = None) -> None:
         for head in heads.heads:
             head[1].weight.copy_(target.output.weight)
     optimizer = torch.optim.AdamW(heads.parameters(), lr=args.lr, weight_decay=0.0)
-    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
-    step = ckpt.load(heads, optimizer, gen)
-    started = time.perf_counter()
-    while step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=30)
+
+    def train_step(step: int) -> str:
         index = torch.randint(0, len(tokens), (args.batch,), generator=gen)
         loss, accuracies = medusa_loss(heads, tokens[index], feats[index].float())
-        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
-        step += 1
-        if step % 25 == 0:
-            log.info("step %d/%d loss %.4f top-1 per head %s (%.0f s)", step, args.steps, loss.item(),
-                     " ".join(f"{a:.3f}" for a in accuracies), time.perf_counter() - started)
-        if step % 100 == 0 or step == args.steps:
-            ckpt.save(heads, optimizer, gen, step)
-            save_model(heads, args.out, config=cfg, extra={"trained_steps": step})
+        return f"loss {loss.item():.4f} top-1 per head " + " ".join(f"{a:.3f}" for a in accuracies)
+
+    def save(step: int) -> None:
+        save_model(heads, args.out, config=cfg, extra={"trained_steps": step})
+
+    fit(heads, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=30,
+        train_step=train_step, save=save)
     log.info("wrote %s", args.out)
 
 

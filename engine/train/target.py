@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,19 +16,20 @@ import torch.nn.functional as F
 from engine.dataset import to_tensor_range
 from engine.embedded import ASSETS, SPS_DRAFT, SPS_FILE, TARGET, TARGET_FILE, load_embedded_tokenizer
 from engine.gpt import GPT
-from engine.train.common import TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
+from engine.train.common import TRAIN_SEED, cached_dataset, fit, setup_logging
 from engine.weights import save_model
 
 log = logging.getLogger("engine.train.target")
 
 
-def cached_codes(run_dir: Path, per_class: int) -> tuple[np.ndarray, np.ndarray]:
-    """VQ codes (N, 256) int16 of the training images, encoded once with the shipped tokenizer."""
-    path = run_dir / f"codes_{per_class}.npz"
+def cached_codes(run_dir: Path, per_class: int, seed: int = TRAIN_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """VQ codes (N, 256) int16 of the dataset drawn with `seed` (by default the training images),
+    encoded once with the shipped tokenizer."""
+    path = run_dir / (f"codes_{per_class}.npz" if seed == TRAIN_SEED else f"codes_{per_class}_{seed}.npz")
     if path.exists():
         data = np.load(path)
         return data["codes"], data["labels"]
-    images, labels = cached_dataset(run_dir, per_class, TRAIN_SEED)
+    images, labels = cached_dataset(run_dir, per_class, seed)
     tokenizer = load_embedded_tokenizer()
     chunks = []
     with torch.inference_mode():
@@ -62,12 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     codes, labels = cached_codes(args.run_dir.parent, args.per_class)
     model = GPT(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
-    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
-    step = ckpt.load(model, optimizer, gen)
-    started, seen = time.perf_counter(), 0
-    while step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=30)
+
+    def train_step(step: int) -> str:
         index = torch.randint(0, len(codes), (args.batch,), generator=gen).numpy()
         tokens = torch.from_numpy(codes[index].astype(np.int64))  # (B, 256)
         class_ids = torch.from_numpy(labels[index])  # (B,)
@@ -75,18 +71,14 @@ def main(argv: list[str] | None = None) -> None:
         class_ids = torch.where(dropped, torch.full_like(class_ids, model.null_class), class_ids)
         logits = model.training_logits(class_ids, tokens)  # (B, 256, V)
         loss = F.cross_entropy(logits.flatten(0, 1), tokens.flatten())
-        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        step, seen = step + 1, seen + args.batch
-        if step % 10 == 0:
-            elapsed = time.perf_counter() - started
-            log.info("step %d/%d loss %.4f (%.1f bits/token) %.1f images/s", step, args.steps,
-                     loss.item(), loss.item() / np.log(2), seen / elapsed)
-        if step % 25 == 0 or step == args.steps:
-            ckpt.save(model, optimizer, gen, step)
-            save_model(model, args.out, config=config, extra={"trained_steps": step})
+        return f"loss {loss.item():.4f} ({loss.item() / np.log(2):.1f} bits/token)"
+
+    def save(step: int) -> None:
+        save_model(model, args.out, config=config, extra={"trained_steps": step})
+
+    fit(model, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=30,
+        train_step=train_step, clip=1.0, log_every=10, save_every=25, save=save)
     log.info("wrote %s", args.out)
 
 

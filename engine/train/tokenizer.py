@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from pathlib import Path
 
 import torch
@@ -18,7 +17,7 @@ import torch.nn.functional as F
 from engine.dataset import to_tensor_range
 from engine.embedded import ASSETS, TOKENIZER_FILE, VQ, load_embedded_tokenizer
 from engine.tokenizer import VQModel
-from engine.train.common import HELDOUT_SEED, TRAIN_SEED, Checkpoint, cached_dataset, cosine_lr, setup_logging
+from engine.train.common import HELDOUT_SEED, TRAIN_SEED, cached_dataset, fit, setup_logging
 from engine.weights import save_model
 
 log = logging.getLogger("engine.train.tokenizer")
@@ -93,32 +92,31 @@ def main(argv: list[str] | None = None) -> None:
     images, _ = cached_dataset(args.run_dir.parent, args.per_class, TRAIN_SEED)
     model = VQModel(VQ)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
-    step = ckpt.load(model, optimizer, gen)
     usage = torch.zeros(VQ.codebook_size)
-    started = time.perf_counter()
-    while step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=50)
+    last_batch: list[torch.Tensor] = []
+
+    def train_step(step: int) -> str:
         index = torch.randint(0, len(images), (args.batch,), generator=gen)
         batch = to_tensor_range(images[index.numpy()])
         crop = 64 if step >= args.steps - args.full_size_steps else 32
         loss, codes, stats = vq_losses(model, random_crops(batch, crop, gen))
-        optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
-        usage += torch.bincount(codes.flatten(), minlength=VQ.codebook_size)
-        step += 1
+        usage.add_(torch.bincount(codes.flatten(), minlength=VQ.codebook_size))
+        last_batch[:] = [batch]
+        return f"loss {loss.item():.4f} psnr {stats['psnr']:.2f} dB"
+
+    def after_step(step: int) -> None:
+        # Every 50 steps of the cropped phase, codes unused since the last check restart on encoder
+        # outputs of the latest batch.
         if step % 50 == 0 and step < args.steps - args.full_size_steps:
             with torch.no_grad():
-                latents = model.encode_latent(batch)
+                latents = model.encode_latent(last_batch[0])
             restarted = restart_dead_codes(model, usage, latents, gen)
-            log.info("step %d/%d loss %.4f psnr %.2f dB codes used %d restarted %d (%.0f s)",
-                     step, args.steps, loss.item(), stats["psnr"], int((usage > 0).sum()),
-                     restarted, time.perf_counter() - started)
+            log.info("step %d: codes used %d, restarted %d", step, int((usage > 0).sum()), restarted)
             usage.zero_()
-        if step % 100 == 0 or step == args.steps:
-            ckpt.save(model, optimizer, gen, step)
+
+    fit(model, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=50,
+        train_step=train_step, log_every=50, after_step=after_step)
     save_model(model, args.out, config=VQ)
     log.info("wrote %s", args.out)
 
