@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from engine.dataset import CLASS_NAMES
-from engine.drafters.eagle_net import EagleNet
+from engine.drafters.eagle_net import load_eagle_net
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.gpt import GPT, GPTConfig
 from engine.image_model import ImageModel
@@ -46,10 +46,11 @@ def load_embedded_target(assets: Path = ASSETS) -> GPT:
 
 def load_embedded_drafters(assets: Path = ASSETS) -> dict[str, torch.nn.Module]:
     """Every trained drafter shipped in assets/; a method whose drafter is absent is unavailable."""
-    kinds = {"eagle": (EAGLE_FILE, GPTConfig, EagleNet), "sps": (SPS_FILE, GPTConfig, GPT),
-             "medusa": (MEDUSA_FILE, MedusaConfig, MedusaHeads)}
-    return {kind: load_module(assets / file, config_type, module_type)
-            for kind, (file, config_type, module_type) in kinds.items() if (assets / file).exists()}
+    kinds = {"sps": (SPS_FILE, GPTConfig, GPT), "medusa": (MEDUSA_FILE, MedusaConfig, MedusaHeads)}
+    # The EAGLE file says in its metadata which inputs its network takes.
+    drafters = {"eagle": load_eagle_net(assets / EAGLE_FILE)} if (assets / EAGLE_FILE).exists() else {}
+    return drafters | {kind: load_module(assets / file, config_type, module_type)
+                       for kind, (file, config_type, module_type) in kinds.items() if (assets / file).exists()}
 
 
 def load_embedded(assets: Path = ASSETS) -> ImageModel:

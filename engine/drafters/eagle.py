@@ -21,7 +21,7 @@ import torch
 from engine.acceptance import ExactRule, Rule
 from engine.config import TreeConfig
 from engine.drafters.base import DecodeState, Drafter
-from engine.drafters.eagle_net import EagleNet
+from engine.drafters.eagle_net import EagleNet, above_for_drafting
 from engine.sampling import combine_cfg, distribution
 from engine.tree import DraftTree
 
@@ -62,7 +62,11 @@ class EagleDrafter(Drafter):
         slots = torch.arange(first_slot, first_slot + len(tokens), device=device)  # (T,)
         positions = target.cfg.cls_token_num + self.committed - 1 + depth_offsets.to(device)  # (T,)
         emb = target.embed_tokens(tokens.to(device)).expand(state.rows, -1, -1)  # (R, T, D)
-        return self.net(emb, features, target.rope[positions], self.cache, slots, mask.to(device))
+        above = None
+        if self.net.fc_above is not None:  # the token above the one each pair predicts
+            predicted = self.committed + depth_offsets.to(device)  # (T,) image positions
+            above = above_for_drafting(target, state.tokens, predicted).expand(state.rows, -1, -1)  # (R, T, D)
+        return self.net(emb, features, target.rope[positions], self.cache, slots, mask.to(device), above)
 
     def _draft_probs(self, state: DecodeState, features: torch.Tensor) -> torch.Tensor:
         # The head is linear, so guiding the features first equals guiding the logits, at half the

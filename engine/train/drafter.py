@@ -1,23 +1,26 @@
-"""Train the EAGLE drafter on the target's features of real images (both CFG rows).
+"""Train the EAGLE drafter on the target's features (both CFG rows) of real and self-sampled images.
 
 Loss = SmoothL1(predicted feature, target feature) + 0.1 * cross-entropy against the target's own
-distribution at that feature, with uniform noise on the input features (EAGLE's recipe).
+distribution at that feature, with uniform noise on the input features (EAGLE's recipe). --guided
+adds a cross-entropy between the CFG-guided distributions, the ones decoding drafts from.
 """
 from __future__ import annotations
 
 import argparse
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from engine.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet, training_forward
 from engine.embedded import ASSETS, EAGLE_FILE, load_embedded_target
-from engine.train.common import Checkpoint, cosine_lr, setup_logging
-from engine.train.features import cached_features
+from engine.sampling import combine_cfg
+from engine.train.agreement import heldout_agreement
+from engine.train.common import fit, setup_logging
+from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
 from engine.weights import save_model
 
@@ -25,61 +28,111 @@ log = logging.getLogger("engine.train.drafter")
 
 
 def drafter_loss(net: EagleNet, target, tokens: torch.Tensor, feats: torch.Tensor, noise: float,
-                 gen: torch.Generator) -> tuple[torch.Tensor, float]:
-    pred = training_forward(net, target, tokens, feats, noise, gen)  # (B, N, D)
+                 gen: torch.Generator, guided: float = 0.0, cfg_scale: float = 4.0) -> tuple[torch.Tensor, float]:
+    """The loss and the top-1 agreement of each row's own distribution.
+
+    With `guided` > 0 the rows come in CFG pairs (the first half conditional, the second half the
+    null rows of the same sequences), and a cross-entropy between the guided distributions, weighted
+    by `guided`, is added: decoding drafts from u + s (c - u), which multiplies each row's error by s.
+    """
+    pred = training_forward(net, target, tokens, feats, noise, gen)[0]  # (B, N, D)
     truth = feats[:, 1:]  # (B, N, D)
     with torch.no_grad():
         target_probs = target.logits(truth).softmax(-1)  # (B, N, V)
     pred_logits = target.logits(pred)  # (B, N, V)
     ce = -(target_probs * pred_logits.log_softmax(-1)).sum(-1).mean()
     loss = F.smooth_l1_loss(pred, truth) + 0.1 * ce
+    if guided > 0:
+        pairs = (2, len(pred) // 2, *pred.shape[1:])
+        guided_logits = target.logits(combine_cfg(pred.view(pairs), cfg_scale))  # (B / 2, N, V)
+        with torch.no_grad():
+            guided_probs = target.logits(combine_cfg(truth.reshape(pairs), cfg_scale)).softmax(-1)  # (B / 2, N, V)
+        loss = loss + guided * -(guided_probs * guided_logits.log_softmax(-1)).sum(-1).mean()
     top1 = (pred_logits.argmax(-1) == target_probs.argmax(-1)).float().mean().item()
     return loss, top1
 
 
-def main(argv: list[str] | None = None) -> None:
+def training_sources(run_dir: Path, target, images: int, sampled: int,
+                     seed: int) -> dict[str, dict[str, torch.Tensor]]:
+    """The training sequences by source, "real" (VQ codes of images) and "sampled" (by the target):
+    tokens (M, N), and features (M, 1 + N, D) float16 under the condition ("cond") and under the
+    null class ("null"), as CFG runs them."""
+    sources = {}
+    if images:
+        codes, labels = cached_codes(run_dir, per_class=2000)
+        sources["real"] = cached_features(run_dir, target, codes, labels, images, seed)
+    if sampled:
+        sources["sampled"] = cached_sampled_features(run_dir, target, sampled, SamplingConfig(1.0, seed=seed))
+    return {source: {name: torch.from_numpy(data[name]) for name in ("tokens", "cond", "null")}
+            for source, data in sources.items()}
+
+
+def batch_split(sources: dict, pairs: int, sampled_share: float) -> dict[str, int]:
+    """How many of a batch's `pairs` sequences each source gives."""
+    if len(sources) == 1:
+        return {next(iter(sources)): pairs}
+    sampled = round(pairs * sampled_share)
+    return {"sampled": sampled, "real": pairs - sampled}
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/drafter"))
-    parser.add_argument("--images", type=int, default=3000)
-    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--images", type=int, default=6000, help="real training images")
+    parser.add_argument("--sampled", type=int, default=3000, help="sequences the target samples itself")
+    parser.add_argument("--sampled-share", type=float, default=0.75,
+                        help="share of each batch drawn from the sampled sequences, when both kinds are used")
+    parser.add_argument("--above", action=argparse.BooleanOptionalAction, default=True,
+                        help="also input the token one row above the predicted one")
+    parser.add_argument("--guided", type=float, default=0.5, help="weight of the CFG-guided cross-entropy")
+    parser.add_argument("--cfg", type=float, default=4.0, help="CFG scale of the guided loss")
+    parser.add_argument("--steps", type=int, default=8000)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-images", type=int, default=240, help="held-out images for the final agreement")
     parser.add_argument("--out", type=Path, default=ASSETS / EAGLE_FILE)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     setup_logging()
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     target = load_embedded_target()
     for p in target.parameters():
         p.requires_grad_(False)
-    codes, labels = cached_codes(args.run_dir.parent, per_class=2000)
-    data = cached_features(args.run_dir.parent, target, codes, labels, args.images, args.seed)
-    tokens = torch.from_numpy(np.concatenate([data["tokens"], data["tokens"]]))  # (2M, N)
-    feats = torch.from_numpy(np.concatenate([data["cond"], data["null"]]))  # (2M, 1+N, D) fp16
-    net = EagleNet(target.cfg)
+    sources = training_sources(args.run_dir.parent, target, args.images, args.sampled, args.seed)
+    per_batch = batch_split(sources, args.batch // 2, args.sampled_share)
+    log.info("training on %s sequences (per batch: %s), both CFG rows of each",
+             {source: len(data["tokens"]) for source, data in sources.items()}, per_batch)
+    net = EagleNet(target.cfg, above=args.above)
     optimizer = torch.optim.AdamW(net.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    ckpt = Checkpoint(args.run_dir / "checkpoint.pt")
-    step = ckpt.load(net, optimizer, gen)
-    started = time.perf_counter()
-    while step < args.steps:
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, args.steps, args.lr, warmup=50)
-        index = torch.randint(0, len(tokens), (args.batch,), generator=gen)
-        loss, top1 = drafter_loss(net, target, tokens[index], feats[index].float(), args.noise, gen)
-        optimizer.zero_grad(set_to_none=True)
+
+    def train_step(step: int) -> str:
+        # Each batch holds both CFG rows of batch / 2 sequences, so the guided loss sees whole pairs.
+        picked = []
+        for source, count in per_batch.items():
+            index = torch.randint(0, len(sources[source]["tokens"]), (count,), generator=gen)
+            picked.append({name: values[index] for name, values in sources[source].items()})
+        tokens = torch.cat([p["tokens"] for p in picked]).long().repeat(2, 1)  # (B, N)
+        feats = torch.cat([p[row] for row in ("cond", "null") for p in picked]).float()  # (B, 1 + N, D)
+        loss, top1 = drafter_loss(net, target, tokens, feats, args.noise, gen, args.guided, args.cfg)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
-        optimizer.step()
-        step += 1
-        if step % 25 == 0:
-            log.info("step %d/%d loss %.4f top-1 agreement %.3f (%.0f s)", step, args.steps,
-                     loss.item(), top1, time.perf_counter() - started)
-        if step % 100 == 0 or step == args.steps:
-            ckpt.save(net, optimizer, gen, step)
-            save_model(net, args.out, config=target.cfg, extra={"trained_steps": step})
+        return f"loss {loss.item():.4f} top-1 agreement {top1:.3f}"
+
+    def save(step: int) -> None:
+        save_model(net, args.out, config=target.cfg, extra={"trained_steps": step, "above": args.above})
+
+    fit(net, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=50,
+        train_step=train_step, clip=0.5, save=save)
     log.info("wrote %s", args.out)
+    if args.eval_images:
+        for name, shares in heldout_agreement(args.run_dir.parent, net.eval(), target, args.eval_images,
+                                              args.cfg).items():
+            log.info("agreement (CFG %g) on %s: %s", args.cfg, name, shares)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""Target features of real token sequences, the training data of EAGLE and Medusa drafters.
+"""Target features of token sequences, the training data of EAGLE and Medusa drafters.
 
 Both CFG rows are stored: the conditional row and the null-class row see the same tokens, as they do
-during guided generation.
+during guided generation. The sequences are VQ codes of real images, or sequences the target samples
+itself under guidance (EAGLE's self-distillation), which are what a drafter meets when decoding.
 """
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.config import SamplingConfig
 from engine.gpt import GPT
+from engine.kv_cache import KVCache
+from engine.sampling import combine_cfg, distribution
 
 log = logging.getLogger("engine.train.features")
 
@@ -29,9 +33,10 @@ def sequence_features(target: GPT, class_ids: torch.Tensor, tokens: torch.Tensor
 
 
 def cached_features(run_dir: Path, target: GPT, codes: np.ndarray, labels: np.ndarray,
-                    count: int, seed: int) -> dict[str, np.ndarray]:
-    """Features of `count` random training images, both CFG rows, stored as float16."""
-    path = run_dir / f"features_{count}_{seed}.npz"
+                    count: int, seed: int, name: str = "features") -> dict[str, np.ndarray]:
+    """Features of `count` random images of `codes`, both CFG rows, stored as float16 in
+    run_dir/<name>_<count>_<seed>.npz."""
+    path = run_dir / f"{name}_{count}_{seed}.npz"
     if path.exists():
         return dict(np.load(path))
     pick = np.random.default_rng(seed).choice(len(codes), size=count, replace=False)
@@ -51,3 +56,53 @@ def cached_features(run_dir: Path, target: GPT, codes: np.ndarray, labels: np.nd
     run_dir.mkdir(parents=True, exist_ok=True)
     np.savez(path, **out)
     return out
+
+
+@torch.inference_mode()
+def sample_with_features(target: GPT, class_ids: torch.Tensor, sampling: SamplingConfig,
+                         gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """The target samples one guided sequence per class id (B,), both CFG rows in one batch; returns
+    tokens (B, N) and the features both rows had on the way, cond and null (B, 1 + N, D)."""
+    cfg, b = target.cfg, len(class_ids)
+    rows = torch.cat([class_ids, torch.full_like(class_ids, target.null_class)])  # (2B,)
+    cache = KVCache(cfg.n_layer, 2 * b, cfg.n_head, cfg.block_size, cfg.head_dim)
+    prefix = torch.arange(cfg.cls_token_num)
+    causal = torch.ones(len(prefix), len(prefix), dtype=torch.bool).tril()
+    h = target(target.embed_condition(rows), prefix, cache, prefix, causal)[:, -1:]  # (2B, 1, D)
+    feats, tokens = [h], []
+    for i in range(cfg.num_image_tokens):
+        guided = combine_cfg(target.logits(h).view(2, b, -1), sampling.cfg_scale)  # (B, V)
+        probs = distribution(guided, sampling)  # (B, V)
+        token = probs.argmax(-1, keepdim=True) if sampling.greedy else torch.multinomial(probs, 1, generator=gen)
+        tokens.append(token)  # (B, 1)
+        position = torch.tensor([cfg.cls_token_num + i])
+        visible = torch.ones(1, cfg.cls_token_num + i + 1, dtype=torch.bool)
+        h = target(target.embed_tokens(token.repeat(2, 1)), position, cache, position, visible)  # (2B, 1, D)
+        feats.append(h)
+    feats = torch.cat(feats, dim=1)  # (2B, 1 + N, D)
+    return {"tokens": torch.cat(tokens, dim=1), "cond": feats[:b], "null": feats[b:]}
+
+
+def cached_sampled_features(run_dir: Path, target: GPT, count: int, sampling: SamplingConfig,
+                            batch: int = 32) -> dict[str, np.ndarray]:
+    """`count` sequences the target sampled (classes in turn, seeded by sampling.seed) with their
+    features, as cached_features stores real ones."""
+    path = run_dir / f"sampled_{count}_t{sampling.temperature:g}_cfg{sampling.cfg_scale:g}_{sampling.seed}.npz"
+    if path.exists():
+        return dict(np.load(path))
+    gen = torch.Generator().manual_seed(sampling.seed)
+    labels = np.arange(count) % target.cfg.num_classes
+    parts: dict[str, list[np.ndarray]] = {"tokens": [], "cond": [], "null": []}
+    started = time.perf_counter()
+    for start in range(0, count, batch):
+        out = sample_with_features(target, torch.from_numpy(labels[start:start + batch]), sampling, gen)
+        parts["tokens"].append(out["tokens"].numpy().astype(np.int16))
+        parts["cond"].append(out["cond"].half().numpy())
+        parts["null"].append(out["null"].half().numpy())
+        log.info("sampled %d/%d sequences (%.0f s)", start + len(out["tokens"]), count,
+                 time.perf_counter() - started)
+    data = {name: np.concatenate(chunks) for name, chunks in parts.items()}
+    data["labels"] = labels
+    run_dir.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **data)
+    return data

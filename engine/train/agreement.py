@@ -1,0 +1,104 @@
+"""How often the EAGLE drafter's guess matches the target's, per depth of the draft, on held-out data.
+
+Depth 1 is the drafter fed the target's true features; depth 2 is the drafter fed its own depth-1
+prediction, as the second level of an EAGLE-2 tree is. Both rows of classifier-free guidance run,
+and agreement is measured on the guided distributions (scale --cfg), as decoding sees them: top-k
+agreement is the share of positions where the target's greedy token is among the drafter's k best.
+Two held-out sets: VQ codes of real images the drafter never trained on, and sequences the target
+sampled itself (temperature 1, CFG 4) with a seed no training run uses, which are closer to what
+the drafter meets when decoding.
+
+    python -m engine.train.agreement --drafter assets/eagle_drafter.safetensors --images 240
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engine.drafters.eagle_net import EagleNet, training_forward
+from engine.embedded import ASSETS, EAGLE_FILE
+from engine.config import SamplingConfig
+from engine.gpt import GPT
+from engine.sampling import combine_cfg
+from engine.train.common import HELDOUT_SEED, setup_logging
+from engine.train.features import cached_features, cached_sampled_features
+from engine.train.target import cached_codes
+
+log = logging.getLogger("engine.train.agreement")
+
+HELDOUT_SEED_SAMPLES = 1_000_003  # training runs sample with their own --seed
+HELDOUT_PER_CLASS = 50  # 600 held-out images, a different draw of crops than the training split
+
+
+@torch.no_grad()
+def agreement(net: EagleNet, target: GPT, data: dict[str, np.ndarray], cfg_scale: float = 4.0,
+              depth: int = 2, top: tuple[int, ...] = (1, 3), batch: int = 16) -> dict[str, float]:
+    """{"depth1_top1": ..., "depth1_top3": ..., "depth2_top1": ...}: shares over every position of
+    every image in `data` (tokens (M, N), cond and null features (M, 1 + N, D))."""
+    hits = np.zeros((depth, len(top)))
+    counts = np.zeros(depth)
+    for start in range(0, len(data["tokens"]), batch):
+        tokens = torch.from_numpy(data["tokens"][start:start + batch].astype(np.int64))  # (b, N)
+        rows = [torch.from_numpy(data[name][start:start + batch]).float() for name in ("cond", "null")]
+        feats = torch.cat(rows)  # (2b, 1 + N, D): the cond rows, then the null rows
+        preds = training_forward(net, target, torch.cat([tokens, tokens]), feats, 0.0, None, depth)
+        b = len(tokens)
+        for d, pred in enumerate(preds):
+            guided = combine_cfg(pred.view(2, b, *pred.shape[1:]), cfg_scale)  # (b, N - d, D)
+            truth = combine_cfg(feats[:, 1 + d:].view(2, b, -1, feats.shape[-1]), cfg_scale)  # (b, N - d, D)
+            best = target.logits(truth).argmax(-1, keepdim=True)  # (b, N - d, 1)
+            ranked = target.logits(guided).topk(max(top), dim=-1).indices  # (b, N - d, K)
+            for i, k in enumerate(top):
+                hits[d, i] += (ranked[..., :k] == best).any(-1).sum().item()
+            counts[d] += best.numel()
+    return {f"depth{d + 1}_top{k}": round(float(hits[d, i] / counts[d]), 4)
+            for d in range(depth) for i, k in enumerate(top)}
+
+
+def heldout_features(run_dir: Path, target: GPT, images: int) -> dict[str, np.ndarray]:
+    """Target features of `images` held-out images (both CFG rows), cached in run_dir."""
+    codes, labels = cached_codes(run_dir, HELDOUT_PER_CLASS, HELDOUT_SEED)
+    return cached_features(run_dir, target, codes, labels, images, HELDOUT_SEED, name="heldout")
+
+
+def heldout_samples(run_dir: Path, target: GPT, count: int) -> dict[str, np.ndarray]:
+    """`count` sequences the target sampled itself (temperature 1, CFG 4) with a seed no training
+    run uses, and their features."""
+    sampling = SamplingConfig(1.0, cfg_scale=4.0, seed=HELDOUT_SEED_SAMPLES)
+    return cached_sampled_features(run_dir, target, count, sampling)
+
+
+def heldout_agreement(run_dir: Path, net: EagleNet, target: GPT, count: int,
+                      cfg_scale: float = 4.0) -> dict[str, dict[str, float]]:
+    """Agreement on `count` held-out images and on `count` held-out samples (data cached in run_dir)."""
+    return {"held-out images": agreement(net, target, heldout_features(run_dir, target, count), cfg_scale),
+            "held-out samples": agreement(net, target, heldout_samples(run_dir, target, count), cfg_scale)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from engine.drafters.eagle_net import load_eagle_net
+    from engine.embedded import load_embedded_target
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--drafter", type=Path, default=ASSETS / EAGLE_FILE)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs"), help="where held-out data is cached")
+    parser.add_argument("--images", type=int, default=240, help="held-out images, and as many samples")
+    parser.add_argument("--cfg", type=float, default=4.0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    setup_logging()
+    target = load_embedded_target()
+    result = heldout_agreement(args.run_dir, load_eagle_net(args.drafter), target, args.images, args.cfg)
+    for name, shares in result.items():
+        log.info("%s on %s: %s", args.drafter, name, shares)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
