@@ -46,7 +46,9 @@ def test_two_processes_train_the_same_drafter_as_one(runs):
     initial = EagleNet(TINY_GPT).state_dict()
     assert set(one) == set(two) == set(initial)
     for key in one:
-        torch.testing.assert_close(two[key], one[key], rtol=1e-5, atol=1e-5)  # all-reduce order only
+        # Rounding only: the all-reduce's order, and the target's products, which take oneDNN or MKL
+        # by batch size (engine/matmul.py) and so differ between one process and two.
+        torch.testing.assert_close(two[key], one[key], rtol=1e-4, atol=1e-4)
     moved = max((one[k] - initial[k]).abs().max().item() for k in one)
     assert moved > 1e-3  # the drafter did train
 
