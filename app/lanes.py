@@ -18,7 +18,7 @@ from engine.config import SamplingConfig
 from engine.generate import stream
 from engine.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
-from engine.trace import StepTrace
+from engine.trace import StepTrace, mean_accepted_length
 
 BASELINE = "vanilla"
 
@@ -47,8 +47,7 @@ class Lane:
     @property
     def mean_accepted_length(self) -> float:
         """Tokens per target pass after the prefill (the paper's MAL); vanilla's is 1."""
-        decoding = self.traces[1:]
-        return sum(t.accepted_length for t in decoding) / max(1, len(decoding))
+        return mean_accepted_length(self.traces[1:])
 
     @property
     def ms_per_token(self) -> float:

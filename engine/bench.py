@@ -17,6 +17,7 @@ from engine.generate import Generation, generate
 from engine.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
 from engine.quality import load_classifier, measure
+from engine.trace import mean_accepted_length
 
 BASELINE = "vanilla"
 
@@ -101,7 +102,7 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
         decoding = [t for g in gens for t in g.traces[1:]]
         verdicts = [v for t in decoding for v in t.verdicts]
         entropies = [e for g in gens for t in g.traces for e in t.entropy_bits]
-        mal = sum(t.accepted_length for t in decoding) / max(1, len(decoding))
+        mal = mean_accepted_length(decoding)
         timing = _timing(repeats, name)
         results[name] = {
             "mal": mal,

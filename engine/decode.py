@@ -4,6 +4,7 @@ Vanilla decoding is this loop with a drafter that proposes nothing.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 
@@ -17,7 +18,7 @@ from engine.kv_cache import KVCache
 from engine.sampling import combine_cfg, distribution, entropy_bits
 from engine.target import Target
 from engine.trace import StepTrace
-from engine.tree import DraftTree
+from engine.tree import DraftTree, causal_mask
 from engine.verify import WalkResult, target_pass, walk
 
 MAX_TREE_NODES = 129  # the largest tree a drafter may propose (TreeConfig allows 128 + root)
@@ -31,33 +32,25 @@ def _elapsed_ms(since: float) -> float:
 def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfig,
            class_id: int) -> Iterator[StepTrace]:
     """Generate one image's tokens for `class_id`, yielding a trace after every target pass."""
-    cfg = target.cfg
-    device = target.output.weight.device
-    rows = 2 if sampling.uses_cfg else 1
+    cfg, weight = target.cfg, target.output.weight
     generator = torch.Generator().manual_seed(sampling.seed)
-    state = DecodeState(target, class_id, rows, sampling, generator, [], cfg.num_image_tokens)
-    cache = KVCache(cfg.n_layer, rows, cfg.n_head, cfg.block_size + MAX_TREE_NODES, cfg.head_dim,
-                    dtype=target.output.weight.dtype, device=device)
+    state = DecodeState(target, class_id, 1 + sampling.uses_cfg, sampling, generator, [], cfg.num_image_tokens)
+    cache = KVCache.for_model(cfg, state.rows, cfg.block_size + MAX_TREE_NODES, weight.dtype, weight.device)
+    judged = rule.target_sampling(sampling)  # how the rule wants the target's p filtered
 
     # 0. Prefill: the condition prefix gives the distribution of the first image token.
     started = time.perf_counter()
-    prefix = target.embed_condition(state.row_class_ids)  # (R, P, D)
-    committed = prefix.shape[1]
-    positions = torch.arange(committed, device=device)
-    causal = torch.ones(committed, committed, dtype=torch.bool, device=device).tril()
-    hidden = target(prefix, positions, cache, positions, causal)  # (R, P, D)
-    logits = combine_cfg(target.logits(hidden[:, -1:]), sampling.cfg_scale)  # (1, V)
-    judged = rule.target_sampling(sampling)  # how the rule wants the target's p filtered
-    probs = distribution(logits, judged).cpu().numpy()  # (1, V)
-    verify_ms = _elapsed_ms(started)
+    hidden, probs = _prefill(target, cache, state, judged)  # (R, P, D), (1, V)
+    committed, verify_ms = hidden.shape[1], _elapsed_ms(started)
     first = walk(DraftTree.root_only(0), probs, rule, sampling.greedy, _uniforms(generator, 1))
     state.tokens.append(first.next_token)
     drafter.reset(state, hidden)
     yield _trace(0, DraftTree.root_only(first.next_token), first, probs, state, 0.0, verify_ms, 0.0,
                  position=0, root_is_new=True)
 
-    step = 1
-    while len(state.tokens) < state.num_tokens:
+    for step in itertools.count(1):
+        if len(state.tokens) >= state.num_tokens:
+            return
         # 1. Propose a tree rooted at the last token; no deeper than the image has tokens left.
         started = time.perf_counter()
         tree = drafter.propose(state, state.tokens[-1], state.num_tokens - len(state.tokens))
@@ -65,7 +58,7 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
 
         # 2. Verify every drafted token in one target pass.
         started = time.perf_counter()
-        verified = target_pass(target, cache, committed, tree, judged, rows)
+        verified = target_pass(target, cache, committed, tree, judged, state.rows)
         verify_ms = _elapsed_ms(started)
 
         # 3. Accept: walk the tree with the rule, draw the next token where the walk stops.
@@ -78,9 +71,7 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
         cache.keep([committed + node for node in kept], committed)
         committed += len(kept)
         position = len(state.tokens)
-        drafted = tree.tokens.tolist()
-        new = [drafted[n] for n in result.accepted_nodes] + [result.next_token]
-        state.tokens.extend(new[: state.num_tokens - len(state.tokens)])
+        state.tokens.extend(_new_tokens(tree, result)[: state.num_tokens - position])
 
         # 5. Let the drafter see what the target kept.
         drafter.observe(state, tree, kept, verified.hidden, verified.probs)
@@ -88,7 +79,22 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
         # 6. Report the step.
         yield _trace(step, tree, result, verified.probs[kept], state, draft_ms, verify_ms,
                      accept_ms, position=position, root_is_new=False)
-        step += 1
+
+
+def _prefill(target: Target, cache: KVCache, state: DecodeState,
+             judged: SamplingConfig) -> tuple[torch.Tensor, np.ndarray]:
+    """Read the condition prefix into the cache: its features (R, P, D) and p of the first token (1, V)."""
+    prefix = target.embed_condition(state.row_class_ids)  # (R, P, D)
+    positions = torch.arange(prefix.shape[1], device=prefix.device)  # (P,)
+    hidden = target(prefix, positions, cache, positions, causal_mask(prefix.shape[1], prefix.device))
+    logits = combine_cfg(target.logits(hidden[:, -1:]), judged.cfg_scale)  # (1, V)
+    return hidden, distribution(logits, judged).cpu().numpy()
+
+
+def _new_tokens(tree: DraftTree, result: WalkResult) -> list[int]:
+    """The accepted drafts, then the token drawn where the walk stopped."""
+    drafted = tree.tokens.tolist()
+    return [drafted[n] for n in result.accepted_nodes] + [result.next_token]
 
 
 def _uniforms(generator: torch.Generator, count: int) -> np.ndarray:

@@ -12,7 +12,7 @@ from engine.config import SamplingConfig
 from engine.decode import decode
 from engine.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
-from engine.trace import StepTrace
+from engine.trace import StepTrace, mean_accepted_length
 
 
 @dataclass
@@ -30,8 +30,7 @@ class Generation:
 
     @property
     def mean_accepted_length(self) -> float:
-        decoding = self.traces[1:]
-        return sum(t.accepted_length for t in decoding) / max(1, len(decoding))
+        return mean_accepted_length(self.traces[1:])
 
 
 def stream(model: ImageModel, method: str, sampling: SamplingConfig, class_id: int | str,

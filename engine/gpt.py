@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.kv_cache import KVCache
+from engine.tree import causal_mask
 from engine.matmul import linear
 
 
@@ -232,6 +233,6 @@ class GPT(nn.Module):
         """Teacher-forced logits (B, N, V) for N image tokens: row i predicts tokens[:, i]."""
         h = torch.cat([self.embed_condition(class_ids), self.embed_tokens(tokens[:, :-1])], dim=1)
         T = h.shape[1]
-        causal = torch.ones(T, T, dtype=torch.bool, device=h.device).tril()
+        causal = causal_mask(T, h.device)
         hidden = self.forward(h, torch.arange(T, device=h.device), mask=causal)
         return self.logits(hidden[:, self.cfg.cls_token_num - 1 :])

@@ -18,6 +18,12 @@ class KVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, S, hd)
         self.capacity = capacity
 
+    @classmethod
+    def for_model(cls, cfg, batch: int, capacity: int, dtype: torch.dtype = torch.float32,
+                  device: torch.device | str = "cpu") -> "KVCache":
+        """A cache for every layer of a model with GPTConfig-style `cfg` (n_layer, n_head, head_dim)."""
+        return cls(cfg.n_layer, batch, cfg.n_head, capacity, cfg.head_dim, dtype=dtype, device=device)
+
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               visible: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k, v (B, H, T, hd) at `slots` (T,); return the first `visible` slots of the layer."""

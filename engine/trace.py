@@ -4,6 +4,7 @@ The benchmark and the explorer read these records; nothing else about a method i
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,3 +53,9 @@ class StepTrace:
     @property
     def drafted(self) -> int:
         return len(self.tree_tokens) - 1
+
+
+def mean_accepted_length(steps: Sequence[StepTrace]) -> float:
+    """MAL: tokens per target pass over decoding steps (pass a run's traces[1:]: the prefill's pass
+    drafts nothing)."""
+    return sum(t.accepted_length for t in steps) / max(1, len(steps))

@@ -87,6 +87,11 @@ def root_to_leaf_paths(parents: torch.Tensor) -> list[list[int]]:
     return paths
 
 
+def causal_mask(n: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(n, n) bool: each position sees itself and every position before it."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
 def mask_for_cache(tree_mask: torch.Tensor, committed: int) -> torch.Tensor:
     """(N, committed + N): every node sees the committed prefix, then its own ancestors."""
     n = tree_mask.shape[0]

@@ -22,8 +22,8 @@ class SpsDrafter(Drafter):
     def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
         cfg = self.draft.cfg
         device = self.draft.output.weight.device
-        self.cache = KVCache(cfg.n_layer, state.rows, cfg.n_head, cfg.block_size + 1, cfg.head_dim,
-                             dtype=self.draft.output.weight.dtype, device=device)
+        self.cache = KVCache.for_model(cfg, state.rows, cfg.block_size + 1, self.draft.output.weight.dtype,
+                                       device)
         ids = torch.tensor([state.class_id, self.draft.null_class][: state.rows], device=device)
         prefix = self.draft.embed_condition(ids)  # (R, P, D)
         self.seen = prefix.shape[1]  # sequence entries in the draft cache

@@ -17,6 +17,7 @@ from engine.config import SamplingConfig
 from engine.gpt import GPT
 from engine.kv_cache import KVCache
 from engine.sampling import combine_cfg, distribution
+from engine.tree import causal_mask
 
 log = logging.getLogger("engine.train.features")
 
@@ -27,7 +28,7 @@ def sequence_features(target: GPT, class_ids: torch.Tensor, tokens: torch.Tensor
     position and at every image token position."""
     h = torch.cat([target.embed_condition(class_ids), target.embed_tokens(tokens)], dim=1)  # (B, P+N, D)
     T = h.shape[1]
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    causal = causal_mask(T)
     hidden = target(h, torch.arange(T), mask=causal)  # (B, P+N, D)
     return hidden[:, target.cfg.cls_token_num - 1:]
 
@@ -65,9 +66,9 @@ def sample_with_features(target: GPT, class_ids: torch.Tensor, sampling: Samplin
     tokens (B, N) and the features both rows had on the way, cond and null (B, 1 + N, D)."""
     cfg, b = target.cfg, len(class_ids)
     rows = torch.cat([class_ids, torch.full_like(class_ids, target.null_class)])  # (2B,)
-    cache = KVCache(cfg.n_layer, 2 * b, cfg.n_head, cfg.block_size, cfg.head_dim)
+    cache = KVCache.for_model(cfg, 2 * b, cfg.block_size)
     prefix = torch.arange(cfg.cls_token_num)
-    causal = torch.ones(len(prefix), len(prefix), dtype=torch.bool).tril()
+    causal = causal_mask(len(prefix))
     h = target(target.embed_condition(rows), prefix, cache, prefix, causal)[:, -1:]  # (2B, 1, D)
     feats, tokens = [h], []
     for i in range(cfg.num_image_tokens):
