@@ -143,6 +143,19 @@ def _random_case(rng: np.random.Generator):
     return parents, tokens, probs
 
 
+def _official_rule(rng: np.random.Generator, delta: float) -> tuple[torch.Tensor, LanternRule]:
+    """A random neighbour order and the official rule over it; a delta above 1 is lambda, as in
+    the official code."""
+    nearest = reference.random_nearest(VOCAB, rng)
+    return nearest, LanternRule(nearest.numpy(), delta if delta <= 1.0 else 0.0, "official",
+                                lam=delta if delta > 1.0 else None, k=K)
+
+
+def _tree(tokens: list[int], parents: list[int], q_dists: np.ndarray | None = None) -> DraftTree:
+    return DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(len(tokens), dtype=torch.float64),
+                     None if q_dists is None else torch.from_numpy(q_dists))
+
+
 def _per_path_logits(probs: np.ndarray, retrieve: torch.Tensor) -> torch.Tensor:
     logits = torch.from_numpy(np.log(probs))  # (N, V)
     return logits[retrieve.clamp(min=0)]  # (P, L, V): padded positions are never read
@@ -151,12 +164,10 @@ def _per_path_logits(probs: np.ndarray, retrieve: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("delta", [0.05, 0.2, 0.5, 2.0])
 def test_greedy_agrees_with_the_official_code(delta):
     rng = np.random.default_rng(7)
-    nearest = reference.random_nearest(VOCAB, rng)
-    official = LanternRule(nearest.numpy(), delta if delta <= 1.0 else 0.0, "official",
-                           lam=delta if delta > 1.0 else None, k=K)
+    nearest, official = _official_rule(rng, delta)
     for _ in range(300):
         parents, tokens, probs = _random_case(rng)
-        tree = DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(len(tokens), dtype=torch.float64))
+        tree = _tree(tokens, parents)
         result = walk(tree, probs, official, greedy=True, uniforms=np.zeros(len(tokens) + 1))
         retrieve, candidates = reference.paths_table(parents, tokens, lexicographic=False)
         best, accept, token = reference.greedy(_per_path_logits(probs, retrieve), candidates, nearest, K, delta)
@@ -167,12 +178,10 @@ def test_greedy_agrees_with_the_official_code(delta):
 @pytest.mark.parametrize("delta", [0.0, 0.1, 0.3, 3.0])
 def test_sampling_agrees_with_the_official_code(delta):
     rng = np.random.default_rng(11)
-    nearest = reference.random_nearest(VOCAB, rng)
-    official = LanternRule(nearest.numpy(), delta if delta <= 1.0 else 0.0, "official",
-                           lam=delta if delta > 1.0 else None, k=K)
+    nearest, official = _official_rule(rng, delta)
     for _ in range(300):
         parents, tokens, probs = _random_case(rng)
-        tree = DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.ones(len(tokens), dtype=torch.float64))
+        tree = _tree(tokens, parents)
         uniforms = rng.random(len(tokens) + 1)
         result = walk(tree, probs, official, greedy=False, uniforms=uniforms)
         retrieve, candidates = reference.paths_table(parents, tokens, lexicographic=True)
@@ -205,9 +214,7 @@ def test_the_residual_after_every_rejection_agrees_with_the_official_code():
 def test_sampled_static_tree_drafts_agree_with_the_official_code(delta):
     """LANTERN++ under sampling: children drawn without replacement, judged against q."""
     rng = np.random.default_rng(5)
-    nearest = reference.random_nearest(VOCAB, rng)
-    official = LanternRule(nearest.numpy(), delta if delta <= 1.0 else 0.0, "official",
-                           lam=delta if delta > 1.0 else None, k=K)
+    nearest, official = _official_rule(rng, delta)
     for _ in range(300):
         parents, tokens, probs = _random_case(rng)
         drafts = rng.dirichlet(np.full(VOCAB, 0.5), size=len(tokens))  # (N, V) at every parent
@@ -220,8 +227,7 @@ def test_sampled_static_tree_drafts_agree_with_the_official_code(delta):
                 tokens[child] = int(token)
                 q_dists[child] = left / left.sum()
                 left[token] = 0.0
-        tree = DraftTree(torch.tensor(tokens), torch.tensor(parents),
-                         torch.ones(len(tokens), dtype=torch.float64), torch.from_numpy(q_dists))
+        tree = _tree(tokens, parents, q_dists)
         uniforms = rng.random(len(tokens) + 1)
         result = walk(tree, probs, official, greedy=False, uniforms=uniforms)
         retrieve, candidates = reference.paths_table(parents, tokens, lexicographic=True)
