@@ -68,6 +68,13 @@ def evaluate(model: VQModel, images) -> tuple[float, int]:
     return float(torch.cat(psnrs).mean()), len(used)
 
 
+def _report(args: argparse.Namespace) -> None:
+    held_out, _ = cached_dataset(args.run_dir.parent, 200, HELDOUT_SEED)
+    psnr, used = evaluate(load_embedded_tokenizer(args.out.parent), held_out)
+    log.info("held-out PSNR %.2f dB over %d images; %d of %d codes used", psnr, len(held_out),
+             used, VQ.codebook_size)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/tokenizer"))
@@ -82,11 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     setup_logging()
     if args.evaluate:
-        held_out, _ = cached_dataset(args.run_dir.parent, 200, HELDOUT_SEED)
-        psnr, used = evaluate(load_embedded_tokenizer(args.out.parent), held_out)
-        log.info("held-out PSNR %.2f dB over %d images; %d of %d codes used", psnr, len(held_out),
-                 used, VQ.codebook_size)
-        return
+        return _report(args)
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     images, _ = cached_dataset(args.run_dir.parent, args.per_class, TRAIN_SEED)
