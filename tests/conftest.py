@@ -6,6 +6,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
+from engine.drafters.eagle_net import EagleNet  # noqa: E402
 from engine.gpt import GPT, GPTConfig  # noqa: E402
 from engine.image_model import ImageModel  # noqa: E402
 from engine.tokenizer import VQConfig, VQModel  # noqa: E402
@@ -37,3 +38,11 @@ def lantern_t2i_dir(tmp_path_factory):
 def tiny_model() -> ImageModel:
     torch.manual_seed(0)
     return ImageModel(tiny_gpt(), VQModel(TINY_VQ).eval(), ("red", "green", "blue"), name="tiny")
+
+
+@pytest.fixture
+def tiny_eagle(tiny_model) -> ImageModel:
+    """The tiny model with an untrained EAGLE drafter, enough for the drafter methods to run."""
+    torch.manual_seed(1)
+    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
+    return tiny_model

@@ -18,13 +18,6 @@ from tests.conftest import TINY_GPT
 OPTIONS = MethodOptions(k=8, delta=0.3)
 
 
-@pytest.fixture
-def tiny_eagle(tiny_model):
-    torch.manual_seed(1)
-    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
-    return tiny_model
-
-
 def test_interleaving_does_not_change_any_method_output(tiny_eagle):
     sampling = SamplingConfig(temperature=1.0, seed=3)
     lanes = run_to_end(tiny_eagle, ["vanilla", "eagle2", "lantern"], sampling, 1, OPTIONS)

@@ -14,7 +14,6 @@ import torch
 from engine.acceptance import ExactRule
 from engine.config import InvalidInput, SamplingConfig
 from engine.decode import decode
-from engine.drafters.eagle_net import EagleNet
 from engine.drafters.jacobi import JacobiDrafter
 from engine.drafters.static_tree import StaticTreeDrafter, parse_choices
 from engine.generate import generate
@@ -24,13 +23,6 @@ from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT
 
 GREEDY = SamplingConfig(temperature=0.0, cfg_scale=2.0)
-
-
-@pytest.fixture
-def tiny_eagle(tiny_model):
-    torch.manual_seed(1)
-    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
-    return tiny_model
 
 
 @pytest.mark.parametrize("choices", ["0 1 2 0.0 0.1 1.0 0.0.0", "0", "0 0.0 0.0.0 0.0.0.0 0.1 3 3.2"])
