@@ -48,6 +48,11 @@ class Rule:
         By default a rejection rules out the rejected token alone."""
         return candidates[:, :, None] == candidates[:, None, :]
 
+    def draft_confidence(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """How likely each candidate (F, C) is to be accepted, estimated with the draft distribution
+        q (F, V) in place of p: (F, C). For a rule that judges x on p(x) alone, that is q(x)."""
+        return q.gather(1, candidates)
+
     def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
              uniform: float) -> Verdict:
         """Judge drafted `token` against p (V,). q_dist is the distribution it was sampled from, or

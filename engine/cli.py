@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.config import InvalidInput, SamplingConfig, TreeConfig
+from engine.config import TREE_SCORES, InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.jacobi import INITS
 from engine.drafters.static_tree import DEFAULT_CHOICES, parse_choices
 from engine.image_model import ImageModel
@@ -60,6 +60,11 @@ def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
     parser.add_argument("--tree-depth", type=int, default=TreeConfig.depth)
     parser.add_argument("--tree-top-k", type=int, default=TreeConfig.top_k)
     parser.add_argument("--tree-tokens", type=int, default=TreeConfig.total_tokens)
+    parser.add_argument("--tree-min-score", type=float, default=TreeConfig.min_score,
+                        help="dynamic tree: leave nodes below this score unexpanded")
+    parser.add_argument("--tree-score", choices=TREE_SCORES, default=TreeConfig.score,
+                        help="what ranks dynamic-tree nodes: the rule's acceptance estimate, or the "
+                             "draft probability (EAGLE-2's and LANTERN's official code)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch")
 
 
@@ -69,7 +74,8 @@ def _sampling(args) -> SamplingConfig:
 
 def _options(args) -> MethodOptions:
     return MethodOptions(delta=args.delta, k=args.k, neighbours=args.neighbours,
-                         tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens),
+                         tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens, args.tree_score,
+                                         args.tree_min_score),
                          lantern_variant=args.lantern_variant, lantern_lambda=args.lantern_lambda,
                          static_tree=parse_choices(args.static_tree), sjd_init=args.sjd_init,
                          gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)

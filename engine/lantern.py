@@ -125,15 +125,54 @@ class LanternRule(Rule):
         residual = p if accepted else exact_residual(relaxed, token, q_dist)
         return Verdict(accept_prob=prob, accepted=accepted, residual=residual, **seen)
 
+    # --- what the drafter may expect ----------------------------------------------------------
+
+    def draft_confidence(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+        """The chance that each candidate (F, C), siblings in the given order, is the one the walk
+        takes, with q standing in for p: it is reached when every earlier sibling fails, and then
+        passes with q~(x) (sampling) or when q~(x) beats every other token's q (greedy, judged on
+        the parent's p), softened to the ratio of the two."""
+        own = q.gather(1, candidates)  # (F, C)
+        relaxed = (own + self._credit_on(q, candidates, own)).clamp(max=1.0)  # (F, C): q~(x)
+        if greedy and self.judges_paths:
+            best_two = q.topk(2, dim=-1).values  # (F, 2)
+            rival = torch.where(own >= best_two[:, :1], best_two[:, 1:], best_two[:, :1])  # (F, C)
+            passes = (relaxed / rival.clamp(min=1e-12)).clamp(max=1.0)
+        else:
+            passes = relaxed
+        fail = torch.cumprod(1.0 - passes, dim=-1)  # (F, C): every sibling up to this one fails
+        earlier_fail = torch.cat([torch.ones_like(fail[:, :1]), fail[:, :-1]], dim=-1)  # (F, C)
+        return (passes * earlier_fail).clamp(min=1e-6)
+
+    def _credit_on(self, q: torch.Tensor, candidates: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+        """The neighbour credit s_j* each candidate would earn on q: (F, C)."""
+        if self.variant == "paper" and self.lam is None and self.delta <= 0.0:
+            return torch.zeros_like(own)
+        bound = torch.as_tensor(self._bound(own), dtype=q.dtype)
+        bound = bound[..., None] if bound.dim() else bound
+        cumulative = self._neighbour_mass(q, candidates).cumsum(-1)  # (F, C, k)
+        return torch.where(cumulative <= bound, cumulative, torch.zeros_like(cumulative)).amax(-1)
+
+    def _neighbour_mass(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """q on the k nearest codes of each candidate (F, C) -> (F, C, k), nearest first."""
+        neighbours = self._table_on(candidates.device)[candidates][..., : self.k]  # (F, C, k)
+        return q.gather(1, neighbours.flatten(1)).view(neighbours.shape)
+
+    def _table_on(self, device: torch.device) -> torch.Tensor:
+        cached = getattr(self, "_table_tensor", None)
+        if cached is None or cached.device != device:
+            cached = self._table_tensor = torch.from_numpy(np.ascontiguousarray(self.table)).to(device)
+        return cached
+
     # --- what the drafter may skip -------------------------------------------------------------
 
     def rules_out(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         own = super().rules_out(q, candidates)
         if greedy and self.judges_paths:  # every node is judged on its parent's own p
             return own
-        table = torch.from_numpy(np.ascontiguousarray(self.table)).to(candidates.device)
+        table = self._table_on(candidates.device)
         neighbours = table[candidates][..., : self.k]  # (F, C, k)
-        mass = q.gather(1, neighbours.flatten(1)).view(neighbours.shape)  # (F, C, k)
+        mass = self._neighbour_mass(q, candidates)  # (F, C, k)
         bound = self._bound(q.gather(1, candidates))  # scalar or (F, C)
         bound = torch.as_tensor(bound, dtype=mass.dtype)
         bound = bound[..., None] if bound.dim() else bound

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from engine.config import TreeConfig
 from engine.acceptance import ExactRule
 from engine.lantern import LanternRule
 from engine.tree import DraftTree
@@ -145,8 +146,9 @@ def test_lantern_drafts_siblings_that_earlier_rejections_leave_possible():
 
     table = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])
     q = torch.from_numpy(P[None]).float()
-    plain_q, plain = EagleDrafter(None, None)._children(q, 3)
+    by_draft = TreeConfig(score="draft")  # children in draft order, as EAGLE-2 ranks them
+    plain_q, plain, _ = EagleDrafter(None, by_draft)._children(q, 3)
     assert plain.tolist() == [[0, 1, 2]] and plain_q.tolist()[0] == pytest.approx(P[:3].tolist())
-    _, distinct = EagleDrafter(None, None, LanternRule(table, 0.25, "paper"))._children(q, 3)
+    _, distinct, _ = EagleDrafter(None, by_draft, LanternRule(table, 0.25, "paper"))._children(q, 3)
     # A of 0 within 0.25 is {1}, of 2 is {3, 4}: the children skip 1, 3 and 4.
     assert distinct.tolist() == [[0, 2, 5]]

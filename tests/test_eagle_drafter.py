@@ -76,7 +76,7 @@ def test_the_drafter_drafts_with_what_training_showed_it(above):
     sampling = SamplingConfig(temperature=1.0, cfg_scale=4.0)
     state = DecodeState(target=target, class_id=1, rows=2, sampling=sampling, generator=torch.Generator(),
                         tokens=tokens[: t + 1].tolist(), num_tokens=n)
-    drafter = EagleDrafter(net, TreeConfig(depth=2, top_k=2, total_tokens=7))
+    drafter = EagleDrafter(net, TreeConfig(depth=2, top_k=2, total_tokens=7, min_score=0.0))
     drafter.reset(state, feats[:, :1])
     drafter.pending_features = feats[:, : t + 1]  # as if the target had confirmed x_0 .. x_t at once
     tree = drafter.propose(state, int(tokens[t]), max_depth=2)

@@ -4,7 +4,16 @@ Each level runs the drafter once on the current frontier (batched); every fronti
 top-k children, scored by the product of draft probabilities along the path; the best top-k become
 the next frontier. At the end the best `total_tokens - 1` nodes of the whole pool form the tree.
 A node's score never exceeds its parent's, and parents are created first, so a stable sort by score
-keeps every kept node's ancestors.
+keeps every kept node's ancestors. For the same reason a frontier node is only expanded while its
+score beats the budget-th best of the pool: its descendants could only lose to nodes already there.
+A node is also left unexpanded when its score, the estimated chance that the walk reaches it, is
+below `min_score`: its children could add fewer expected tokens than the drafter call costs. Growth
+stops when no frontier node is left, which spares drafter calls and rows.
+
+A node's score is its draft probability (EAGLE-2) under `score="draft"`; under `score="rule"` (the
+default) it is the rule's own estimate, from the draft distribution, of how likely the token is to
+be accepted: for the exact rule that is again q(x), for LANTERN the relaxed q~(x) with the latent
+neighbours' mass, which grows deeper trees where the relaxed rule accepts more.
 
 Siblings are tried in turn, each on what its predecessors' rejections left, so a child is only
 worth drafting if the rule's rejection of an earlier sibling does not rule it out. Under LANTERN a
@@ -14,6 +23,8 @@ earlier sibling would rule out (estimated with the draft distribution; for the e
 sibling itself, which leaves plain top-k).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -91,15 +102,21 @@ class EagleDrafter(Drafter):
         out = self._catch_up(state)
         q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
 
-        k = cfg.top_k
-        top_q, top_tokens = self._children(q[None], k)
+        k, budget = cfg.top_k, cfg.total_tokens - 1
+        top_q, top_tokens, top_conf = self._children(q[None], k)
         top_q, top_tokens = top_q[0], top_tokens[0]  # (k,)
         tokens, parents, qs = top_tokens.tolist(), [-1] * k, top_q.tolist()
-        scores = top_q.log().tolist()
+        scores = top_conf[0].log().tolist()
         frontier = list(range(k))  # pool indices of the nodes to expand next
         frontier_features = out[:, -1:].expand(-1, k, -1)  # (R, k, D): their parents' predictions
         fed_slot: dict[int, int] = {}  # pool index -> drafter cache slot
+        least = math.log(cfg.min_score) if cfg.min_score > 0 else -math.inf
         for level in range(2, depth + 1):
+            alive = self._promising(scores, frontier, budget, least)  # frontier positions
+            if not alive:
+                break
+            if len(alive) < len(frontier):
+                frontier, frontier_features = [frontier[i] for i in alive], frontier_features[:, alive]
             first_slot = self.committed + len(fed_slot)
             for i, node in enumerate(frontier):
                 fed_slot[node] = first_slot + i
@@ -107,8 +124,8 @@ class EagleDrafter(Drafter):
             out = self._run(state, torch.tensor([tokens[n] for n in frontier]), frontier_features,
                             torch.full((len(frontier),), level - 1), first_slot, mask)
             q = self._draft_probs(state, out)  # (F, V)
-            child_q, child_tokens = self._children(q, k)  # (F, k)
-            child_scores = torch.tensor([scores[n] for n in frontier], dtype=q.dtype)[:, None] + child_q.log()
+            child_q, child_tokens, child_conf = self._children(q, k)  # (F, k) each
+            child_scores = torch.tensor([scores[n] for n in frontier], dtype=q.dtype)[:, None] + child_conf.log()
             base = len(tokens)
             tokens += child_tokens.flatten().tolist()
             parents += [n for n in frontier for _ in range(k)]
@@ -117,17 +134,29 @@ class EagleDrafter(Drafter):
             best = child_scores.flatten().topk(min(k, child_scores.numel())).indices  # (k,)
             frontier = [base + int(i) for i in best]
             frontier_features = out[:, best // k]  # (R, k, D)
-        return self._select(root, tokens, parents, qs, scores, cfg.total_tokens - 1)
+        return self._select(root, tokens, parents, qs, scores, budget)
 
-    def _children(self, q: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """q (F, V) -> the k children of each row (F, k): best first, none ruled out by an earlier
-        one; rows short of k such children are filled up with the best of the rest."""
+    @staticmethod
+    def _promising(scores: list[float], frontier: list[int], budget: int, least: float) -> list[int]:
+        """Positions of the frontier nodes worth a drafter call: a log score of at least `least`, and
+        above the budget-th best of the pool (else no child could enter it; a tie goes to the
+        earlier node)."""
+        floor = sorted(scores, reverse=True)[budget - 1] if len(scores) >= budget else -math.inf
+        return [i for i, node in enumerate(frontier) if scores[node] > floor and scores[node] >= least]
+
+    def _children(self, q: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q (F, V) -> the k children of each row (F, k), their q and their score factor (F, k):
+        best first, none ruled out by an earlier one; rows short of k such children are filled up
+        with the best of the rest."""
         cand_q, cand_tokens = q.topk(min(q.shape[-1], k * CANDIDATES_PER_CHILD), dim=-1)  # (F, C)
+        cand_conf = self._confidence(q, cand_q, cand_tokens)  # (F, C)
+        order = cand_conf.argsort(dim=-1, descending=True, stable=True)  # (F, C): best score first
+        cand_q, cand_tokens, cand_conf = (t.gather(1, order) for t in (cand_q, cand_tokens, cand_conf))
         ruled = self.rule.rules_out(q, cand_tokens, self.greedy)  # (F, C, C)
         count = ruled.shape[-1]
         others = ~torch.eye(count, dtype=torch.bool, device=ruled.device)  # (C, C)
-        if not (ruled & others).any():  # each rejection rules out itself alone: plain top-k
-            return cand_q[:, :k], cand_tokens[:, :k]
+        if not (ruled & others).any():  # each rejection rules out itself alone: the k best
+            return cand_q[:, :k], cand_tokens[:, :k], cand_conf[:, :k]
         picks = []
         for row in ruled.tolist():
             chosen, blocked = [], [False] * len(row)
@@ -140,7 +169,13 @@ class EagleDrafter(Drafter):
             chosen += [i for i in range(len(row)) if i not in chosen][: k - len(chosen)]
             picks.append(chosen)
         index = torch.tensor(picks)  # (F, k)
-        return cand_q.gather(1, index), cand_tokens.gather(1, index)
+        return cand_q.gather(1, index), cand_tokens.gather(1, index), cand_conf.gather(1, index)
+
+    def _confidence(self, q: torch.Tensor, cand_q: torch.Tensor, cand_tokens: torch.Tensor) -> torch.Tensor:
+        """(F, C) score factors of the candidates: their q, or the rule's acceptance estimate."""
+        if self.tree_cfg.score == "draft":
+            return cand_q
+        return self.rule.draft_confidence(q, cand_tokens, self.greedy)
 
     def _tree_mask(self, frontier: list[int], parents: list[int], fed_slot: dict[int, int]) -> torch.Tensor:
         """(F, committed + fed) mask: the committed pairs, then each node's fed ancestors and itself."""
