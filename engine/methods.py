@@ -122,6 +122,11 @@ def _lantern(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, R
     return EagleDrafter(net, options.tree, rule), rule
 
 
+def _lantern_static(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    rule = _lantern_rule(model, options)
+    return StaticTreeDrafter(net, options.static_tree, rule), rule
+
+
 def _sps(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     return SpsDrafter(net, options.gamma), ExactRule()
 
@@ -169,6 +174,8 @@ METHODS: dict[str, Method] = {
         Method("eagle", "EAGLE", True, _eagle, "eagle", ("static_tree",)),
         Method("eagle2", "EAGLE-2", True, _eagle2, "eagle", ("tree",)),
         Method("lantern", "LANTERN", False, _lantern, "eagle", ("delta", *LANTERN_PARAMS, "tree")),
+        Method("lantern_static", "LANTERN, static tree", False, _lantern_static, "eagle",
+               ("delta", *LANTERN_PARAMS, "static_tree")),
         Method("lantern_pp", "LANTERN++", False, _lantern_pp, "eagle",
                ("lantern_lambda", *LANTERN_PARAMS, "static_tree")),
         Method("sps", "SpS", True, _sps, "sps", ("gamma",)),

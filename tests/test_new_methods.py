@@ -50,6 +50,19 @@ def test_lantern_pp_generates_whole_images(tiny_eagle, temperature):
     assert sum(t.accepted_length for t in result.traces) == TINY_GPT.num_image_tokens
 
 
+def test_lantern_on_a_static_chain_with_no_credit_samples_as_lossless_eagle(tiny_eagle):
+    """At delta 0, where every neighbour has mass (the tiny model's p before any rejection), A is
+    empty and the official rule on sampled drafts is the exact one: on a chain, which judges each
+    draft on the full p, the same seed gives EAGLE's tokens."""
+    sampling = SamplingConfig(temperature=1.0, cfg_scale=2.0, seed=4)
+    chain = parse_choices("0 0.0 0.0.0")
+    exact = generate(tiny_eagle, "eagle", sampling, 1, MethodOptions(static_tree=chain))
+    relaxed = generate(tiny_eagle, "lantern_static", sampling, 1, MethodOptions(delta=0.0, k=8, static_tree=chain))
+    assert np.array_equal(exact.tokens, relaxed.tokens)
+    loose = generate(tiny_eagle, "lantern_static", sampling, 1, MethodOptions(delta=0.5, k=8, static_tree=chain))
+    assert loose.steps < exact.steps  # credit lets more drafts through
+
+
 @pytest.mark.parametrize("init", ["random", "left", "above"])
 @pytest.mark.parametrize("method", ["sjd", "sjd_coupled"])
 def test_jacobi_methods_reproduce_vanilla_greedy_from_every_initialisation(tiny_model, method, init):
