@@ -76,7 +76,7 @@ class EagleDrafter(Drafter):
         above = None
         if self.net.fc_above is not None:  # the token above the one each pair predicts
             predicted = self.committed + depth_offsets.to(device)  # (T,) image positions
-            above = above_for_drafting(target, state.tokens, predicted).expand(state.rows, -1, -1)  # (R, T, D)
+            above = above_for_drafting(target, self.known, predicted).expand(state.rows, -1, -1)  # (R, T, D)
         return self.net(emb, features, target.rope[positions], self.cache, slots, mask.to(device), above)
 
     def _draft_probs(self, state: DecodeState, features: torch.Tensor) -> torch.Tensor:
@@ -89,6 +89,8 @@ class EagleDrafter(Drafter):
     def _catch_up(self, state: DecodeState) -> torch.Tensor:
         """Feed the pairs the target confirmed last step; the last one ends at the root. Returns the
         drafter's features (R, n, D), the last of which predicts the root's child."""
+        # The committed tokens, once per proposal: every drafter call reads the tokens above.
+        self.known = torch.tensor(state.tokens or [0], dtype=torch.long, device=self.pending_features.device)  # (n,)
         n_pending = len(self.pending_tokens)
         mask = torch.ones(n_pending, self.committed + n_pending, dtype=torch.bool)  # (n, committed + n)
         mask[:, self.committed:].tril_()

@@ -37,10 +37,24 @@ class EagleNet(nn.Module):
                 cache: KVCache | None, slots: torch.Tensor | None, mask: torch.Tensor,
                 above_embeddings: torch.Tensor | None = None) -> torch.Tensor:
         """token_embeddings, features, above_embeddings (R, T, D) -> predicted next features (R, T, D)."""
-        h = self.fc(torch.cat([token_embeddings, features], dim=-1))  # (R, T, D)
-        if self.fc_above is not None:
-            h = h + self.fc_above(above_embeddings)
+        if self.fc_above is None:
+            h = self.fc(torch.cat([token_embeddings, features], dim=-1))  # (R, T, D)
+        elif torch.is_grad_enabled():
+            h = self.fc(torch.cat([token_embeddings, features], dim=-1)) + self.fc_above(above_embeddings)
+        else:  # one product instead of two and a sum: drafting makes several small calls a step
+            inputs = torch.cat([token_embeddings, features, above_embeddings], dim=-1)  # (R, T, 3D)
+            h = torch.addmm(self.fc.bias, inputs.flatten(0, 1), self._joined_input_weight().t())
+            h = h.view(*inputs.shape[:2], -1)  # (R, T, D)
         return self.layer(h, rope, 0, cache, slots, mask)
+
+    def _joined_input_weight(self) -> torch.Tensor:
+        """[fc | fc_above] as one (D, 3D) weight, rebuilt when either changes."""
+        parts = (self.fc.weight, self.fc_above.weight)
+        key = tuple((w.data_ptr(), -1 if w.is_inference() else w._version) for w in parts)
+        if getattr(self, "_joined_key", None) != key:
+            self._joined = torch.cat([w.detach() for w in parts], dim=1)  # (D, 3D)
+            self._joined_key = key
+        return self._joined
 
     def new_cache(self, rows: int, capacity: int) -> KVCache:
         cfg = self.cfg
@@ -116,10 +130,9 @@ def above_embeddings(target: GPT, tokens: torch.Tensor) -> torch.Tensor:
     return emb * (index >= 0).to(emb.dtype)[None, :, None]
 
 
-def above_for_drafting(target: GPT, tokens: list[int], predicted: torch.Tensor) -> torch.Tensor:
-    """Embeddings (1, T, D) of the committed `tokens` one grid row above the image positions
-    `predicted` (T,) (zeros above the first row), as above_embeddings gives them in training."""
+def above_for_drafting(target: GPT, known: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+    """Embeddings (1, T, D) of the committed tokens `known` (n,) one grid row above the image
+    positions `predicted` (T,) (zeros above the first row), as above_embeddings gives them in training."""
     index = predicted - target.cfg.grid_size  # (T,)
-    known = torch.tensor(tokens or [0], dtype=torch.long, device=predicted.device)  # (n,)
     emb = target.embed_tokens(known[index.clamp(min=0)][None])  # (1, T, D)
     return emb * (index >= 0).to(emb.dtype)[None, :, None]
