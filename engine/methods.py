@@ -34,7 +34,7 @@ class MethodOptions:
     lantern_variant: str = "official"  # official (LANTERN's code) or paper (see engine/lantern.py)
     # LANTERN++'s bound on the credited mass, (lambda - 1) p(x). On our model (8 images) lambda 2, 3,
     # 5, 10 gave greedy MAL 3.38, 3.57, 3.79, 3.81 and sampling MAL 3.13, 3.26, 3.51 (up to 5), with
-    # no measured loss of class accuracy from 3 on.
+    # no measured loss of class accuracy from 3 on (on the earlier seven-node static tree).
     lantern_lambda: float = 5.0
     static_tree: Choices = DEFAULT_CHOICES  # LANTERN++'s tree: paths of draft ranks
     tree: TreeConfig = field(default_factory=TreeConfig)
