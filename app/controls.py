@@ -11,6 +11,7 @@ from app import text
 from app.render import DISPLAY
 from app.request import METHOD_PARAMETERS, PANELS, CompareRequest
 from app.runtime import MODEL_CHOICES, WEIGHTS_DIR_VARIABLE
+from engine.config import TREE_SCORES
 from engine.dataset import CLASS_NAMES
 from engine.drafters.jacobi import INITS
 from engine.embedded import VQ as EMBEDDED_VQ
@@ -49,6 +50,12 @@ def comparison_controls() -> dict[str, gr.components.Component]:
         c["tree_depth"] = gr.Slider(1, 8, value=DEFAULTS.tree_depth, step=1, label="Depth")
         c["tree_top_k"] = gr.Slider(1, 16, value=DEFAULTS.tree_top_k, step=1, label="Children per node (top-k)")
         c["tree_total"] = gr.Slider(2, 64, value=DEFAULTS.tree_total, step=1, label="Total tokens in the tree")
+        c["tree_score"] = gr.Radio(list(TREE_SCORES), value=DEFAULTS.tree_score, label="Rank nodes by",
+                                   info="rule: the rule's chance of reaching and accepting a node; "
+                                        "draft: the draft probability, as EAGLE-2")
+        c["tree_min_score"] = gr.Slider(0.0, 0.95, value=DEFAULTS.tree_min_score, step=0.05,
+                                        label="Expand nodes scoring at least",
+                                        info="0 drafts every level; higher spares drafter calls")
     with gr.Accordion("LANTERN++: lambda and the static tree", open=False):
         c["lantern_lambda"] = gr.Slider(1.0, 100.0, value=DEFAULTS.lantern_lambda, step=0.1, label="lambda",
                                         elem_id="lambda-slider",

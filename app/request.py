@@ -48,6 +48,8 @@ class CompareRequest:
     gsd_window: int | None = MethodOptions.gsd_window  # None: the published window scaled to the codebook
     gsd_p_gap: float = MethodOptions.gsd_p_gap
     gsd_distance: float = MethodOptions.gsd_distance
+    tree_score: str = TreeConfig.score  # rule: the rule's acceptance estimate; draft: EAGLE-2's q
+    tree_min_score: float = TreeConfig.min_score
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(temperature=_number("temperature", self.temperature),
@@ -58,7 +60,8 @@ class CompareRequest:
     def options(self) -> MethodOptions:
         tree = TreeConfig(depth=_whole("tree depth", self.tree_depth),
                           top_k=_whole("tree top-k", self.tree_top_k),
-                          total_tokens=_whole("tree total tokens", self.tree_total))
+                          total_tokens=_whole("tree total tokens", self.tree_total),
+                          score=str(self.tree_score), min_score=_number("tree min score", self.tree_min_score))
         # An emptied number box arrives as None (or ""): GSD's scaled default.
         window = None if self.gsd_window in (None, "") else _whole("GSD window", self.gsd_window)
         return MethodOptions(delta=_number("delta", self.delta), k=_whole("k", self.k), tree=tree,

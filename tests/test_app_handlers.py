@@ -134,3 +134,13 @@ def test_a_text_model_without_a_prompt_is_refused_before_loading(tiny_model):
     with pytest.raises(gr.Error, match="prompt"):
         next(handlers.stream_comparison(runtime, CompareRequest(model="lantern_t2i_XL_256", prompt="  ")))
     assert loaded == []
+
+
+def test_the_tree_settings_reach_the_dynamic_tree(runtime):
+    request = CompareRequest(class_name="red", k=8, methods=("eagle2",), tree_depth=5, tree_top_k=2, tree_total=6,
+                             tree_score="draft", tree_min_score=0.95)
+    tree = request.options().tree
+    assert (tree.score, tree.min_score) == ("draft", 0.95)
+    lanes = stream(runtime, request)[-1].run_state.lanes
+    # An untrained drafter never reaches a 0.95 chance: every tree stops after its first level.
+    assert max(int(trace.tree_depths.max()) for trace in lanes[0].traces) == 1

@@ -68,6 +68,7 @@ def test_default_compare_streams_then_returns_three_images_and_statistics(server
     ({"method_2": "warp"}, "warp"), ({"tree_total": 500}, "500"), ({"seed": 2**64}, str(2**64)),
     ({"lantern_lambda": 0.5}, "0.5"), ({"gsd_window": 5000}, "GSD window 5000"),
     ({"static_tree": "0 7.7"}, "'7.7'"), ({"gsd_distance": 12}, "12"),
+    ({"tree_score": "luck"}, "'luck'"), ({"tree_min_score": 1.5}, "1.5"),
 ])
 def test_invalid_values_get_an_error_naming_them(server, arguments, named):
     from gradio_client import Client
