@@ -153,7 +153,15 @@ def _more_methods() -> list[str]:
         "**LANTERN++** drafts a static tree with the EAGLE drafter (its **static tree** lists paths of draft "
         "ranks: `0 1 0.0` is the best and second-best token, then the best after the best) and bounds A's "
         "mass by (**lambda** - 1) p(x) instead of delta, so a likely draft may borrow more than an unlikely one. "
-        "EAGLE drafts the same static tree under the exact rule: LANTERN++'s lossless baseline.",
+        "EAGLE drafts the same static tree under the exact rule: LANTERN++'s lossless baseline, and "
+        "*LANTERN, static tree* judges it with LANTERN's delta. When sampling, a static tree samples its "
+        "drafts and judges each with p~(x) / q(x), which the credit lifts above 1 almost always, while "
+        "the dynamic tree's deterministic drafts pass with p~(x) alone: to see LANTERN speed up a sampled "
+        "image, pick *LANTERN, static tree*.",
+        "**The dynamic tree** (EAGLE-2, LANTERN) grows up to **depth** levels and keeps the **total tokens** "
+        "most promising nodes; ranked by the *rule*, a node's score is its estimated chance of being "
+        "reached and accepted, so LANTERN's trees grow deep where its rule accepts nearly everything, and "
+        "a node is only expanded while that chance is at least the **least score**.",
         "**Jacobi methods** need no trained drafter: the target's own guesses from its last pass are the next "
         "drafts. SJD accepts them with the exact rule; coupled SJD redraws each guess by maximal coupling "
         "with the previous one, so drafts stay put as often as possible and it remains lossless; relaxed "
