@@ -67,8 +67,8 @@ class TreeConfig:
     drafter's weights from memory again and verifying a node is far from free (the paper's GPU
     setting, a 59-token tree, suits hardware where both nearly are): seven tokens, up to six levels
     deep, each node ranked by the rule's estimate of being reached and accepted, and no node expanded
-    below a 0.2 chance. Under the exact rule that drafts two or three levels; under LANTERN's greedy
-    rule, which accepts almost every top draft, a six-deep chain.
+    below a 0.2 chance. Under the exact rule that mostly drafts one or two levels (1.3 drafter calls
+    a step); under LANTERN's greedy rule, which accepts almost every top draft, a six-deep chain.
     """
 
     depth: int = 6

@@ -54,6 +54,7 @@ class EagleDrafter(Drafter):
         self.committed = 0  # drafter pairs in the cache; pair j holds image token j
         self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
         self.pending_tokens = list(state.tokens)
+        self.known = torch.zeros(1, dtype=torch.long)  # (n,) the committed tokens, set per proposal
 
     def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
                 probs: np.ndarray) -> None:
