@@ -129,7 +129,8 @@ def _as_tensor(tokens: np.ndarray):
 def format_table(results: dict[str, dict]) -> str:
     """Speed-up as the median over repeats [lowest-highest]; ms per step split into draft / verify /
     accept / other."""
-    header = (f"{'method':<12}{'speed-up':>9}{'[min-max]':>13}{'MAL':>7}{'sp/MAL':>8}{'accept p':>10}"
+    width = max([len("method"), *map(len, results)]) + 2  # the method names' column
+    header = (f"{'method':<{width}}{'speed-up':>9}{'[min-max]':>13}{'MAL':>7}{'sp/MAL':>8}{'accept p':>10}"
               f"{'ms/image':>10}{'ms/step':>9}{'draft':>7}{'verify':>7}{'accept':>7}{'other':>7}"
               f"{'forwards':>10}{'class acc':>10}{'fid_proxy':>10}{'H bits':>8}{'= vanilla':>10}")
     lines = [header, "-" * len(header)]
@@ -138,7 +139,7 @@ def format_table(results: dict[str, dict]) -> str:
         same = {None: "-", True: "yes", False: "NO"}[r["matches_vanilla_greedy"]]
         spread = f"[{r['speedup_min']:.2f}-{r['speedup_max']:.2f}]"
         step = r["ms_per_step"]
-        lines.append(f"{name:<12}{r['speedup']:>8.2f}x{spread:>13}{r['mal']:>7.2f}{r['speedup_per_mal']:>8.2f}"
+        lines.append(f"{name:<{width}}{r['speedup']:>8.2f}x{spread:>13}{r['mal']:>7.2f}{r['speedup_per_mal']:>8.2f}"
                      f"{accept:>10}{r['ms_per_image']:>10.0f}{step['wall']:>9.2f}{step['draft']:>7.2f}"
                      f"{step['verify']:>7.2f}{step['accept']:>7.2f}{step['other']:>7.2f}"
                      f"{r['target_forwards_per_image']:>10.1f}{r['class_accuracy']:>10.3f}"
