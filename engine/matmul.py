@@ -30,9 +30,15 @@ def _wanted(x: torch.Tensor, weight: torch.Tensor) -> bool:
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)))
 
 
+def weight_state(weight: torch.Tensor) -> tuple[int, int]:
+    """(storage, version): changes when the tensor is replaced or changed in place, so that a copy
+    derived from it knows when to be rebuilt (inference tensors carry no version and never change)."""
+    return weight.data_ptr(), -1 if weight.is_inference() else weight._version
+
+
 def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
     key = id(weight)
-    version = (weight.data_ptr(), -1 if weight.is_inference() else weight._version)
+    version = weight_state(weight)
     entry = _packed.get(key)
     if entry is None or entry[0]() is not weight or entry[1] != version:
         # The callback drops the copy with the weight, before its id can be reused.

@@ -14,6 +14,7 @@ from torch import nn
 
 from engine.gpt import GPT, GPTConfig, TransformerBlock
 from engine.kv_cache import KVCache
+from engine.matmul import weight_state
 from engine.weights import config_from_metadata, load_state, load_strict, read_metadata
 
 
@@ -29,6 +30,7 @@ class EagleNet(nn.Module):
         self.cfg = cfg
         self.fc = nn.Linear(2 * cfg.dim, cfg.dim, bias=True)
         self.fc_above = nn.Linear(cfg.dim, cfg.dim, bias=False) if above else None
+        self._joined, self._joined_key = None, None  # [fc | fc_above] for drafting, and what it was built from
         self.layer = TransformerBlock(cfg)
         # EAGLE's block has no input norm: the fused features enter attention as they are.
         self.layer.attention_norm = nn.Identity()
@@ -50,8 +52,8 @@ class EagleNet(nn.Module):
     def _joined_input_weight(self) -> torch.Tensor:
         """[fc | fc_above] as one (D, 3D) weight, rebuilt when either changes."""
         parts = (self.fc.weight, self.fc_above.weight)
-        key = tuple((w.data_ptr(), -1 if w.is_inference() else w._version) for w in parts)
-        if getattr(self, "_joined_key", None) != key:
+        key = tuple(weight_state(w) for w in parts)
+        if self._joined_key != key:
             self._joined = torch.cat([w.detach() for w in parts], dim=1)  # (D, 3D)
             self._joined_key = key
         return self._joined
