@@ -125,16 +125,18 @@ def training_forward(net: EagleNet, target: GPT, tokens: torch.Tensor, features:
 def above_embeddings(target: GPT, tokens: torch.Tensor) -> torch.Tensor:
     """tokens (B, N) of whole sequences -> (B, N, D): at pair j, the embedding of x_{j+1-grid}, the
     token above the one pair j predicts, or zeros where that is above the first row."""
-    grid = target.cfg.grid_size
-    n = tokens.shape[1]
-    index = torch.arange(n) + 1 - grid  # (N,)
-    emb = target.embed_tokens(tokens[:, index.clamp(min=0)])  # (B, N, D)
-    return emb * (index >= 0).to(emb.dtype)[None, :, None]
+    return _embedded_above(target, tokens, torch.arange(tokens.shape[1]) + 1)
 
 
 def above_for_drafting(target: GPT, known: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
     """Embeddings (1, T, D) of the committed tokens `known` (n,) one grid row above the image
     positions `predicted` (T,) (zeros above the first row), as above_embeddings gives them in training."""
+    return _embedded_above(target, known[None], predicted)
+
+
+def _embedded_above(target: GPT, tokens: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+    """tokens (B, n), image positions predicted (T,) -> (B, T, D): the embedding of the token one
+    grid row above each position, zeros above the first row."""
     index = predicted - target.cfg.grid_size  # (T,)
-    emb = target.embed_tokens(known[index.clamp(min=0)][None])  # (1, T, D)
+    emb = target.embed_tokens(tokens[:, index.clamp(min=0)])  # (B, T, D)
     return emb * (index >= 0).to(emb.dtype)[None, :, None]
