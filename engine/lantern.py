@@ -51,6 +51,7 @@ class LanternRule(Rule):
         self.table, self.delta, self.variant, self.lam = table, delta, variant, lam
         self.k = table.shape[1] if k is None else k
         self.judges_paths = variant == "official"
+        self._table_tensor: torch.Tensor | None = None  # the table on the drafter's device, made when first used
 
     # --- the neighbour set A -------------------------------------------------------------------
 
@@ -148,21 +149,22 @@ class LanternRule(Rule):
         """The neighbour credit s_j* each candidate would earn on q: (F, C)."""
         if self.variant == "paper" and self.lam is None and self.delta <= 0.0:
             return torch.zeros_like(own)
-        bound = torch.as_tensor(self._bound(own), dtype=q.dtype)
-        bound = bound[..., None] if bound.dim() else bound
-        cumulative = self._neighbour_mass(q, candidates).cumsum(-1)  # (F, C, k)
+        bound = self._bound_on(own)
+        neighbours = self._table_on(candidates.device)[candidates][..., : self.k]  # (F, C, k)
+        cumulative = _gathered(q, neighbours).cumsum(-1)  # (F, C, k)
         return torch.where(cumulative <= bound, cumulative, torch.zeros_like(cumulative)).amax(-1)
 
-    def _neighbour_mass(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        """q on the k nearest codes of each candidate (F, C) -> (F, C, k), nearest first."""
-        neighbours = self._table_on(candidates.device)[candidates][..., : self.k]  # (F, C, k)
-        return q.gather(1, neighbours.flatten(1)).view(neighbours.shape)
+    def _bound_on(self, own: torch.Tensor) -> torch.Tensor:
+        """The bound on the credited mass for candidates with draft probability own (F, C), shaped
+        to compare with their neighbours' (F, C, k) cumulative mass."""
+        bound = torch.as_tensor(self._bound(own), dtype=own.dtype)
+        return bound[..., None] if bound.dim() else bound
 
     def _table_on(self, device: torch.device) -> torch.Tensor:
-        cached = getattr(self, "_table_tensor", None)
-        if cached is None or cached.device != device:
-            cached = self._table_tensor = torch.from_numpy(np.ascontiguousarray(self.table)).to(device)
-        return cached
+        """The neighbour table as a tensor on `device`, converted once."""
+        if self._table_tensor is None or self._table_tensor.device != device:
+            self._table_tensor = torch.from_numpy(np.ascontiguousarray(self.table)).to(device)
+        return self._table_tensor
 
     # --- what the drafter may skip -------------------------------------------------------------
 
@@ -170,19 +172,17 @@ class LanternRule(Rule):
         own = super().rules_out(q, candidates)
         if greedy and self.judges_paths:  # every node is judged on its parent's own p
             return own
-        table = self._table_on(candidates.device)
-        neighbours = table[candidates][..., : self.k]  # (F, C, k)
-        mass = self._neighbour_mass(q, candidates)  # (F, C, k)
-        bound = self._bound(q.gather(1, candidates))  # scalar or (F, C)
-        bound = torch.as_tensor(bound, dtype=mass.dtype)
-        bound = bound[..., None] if bound.dim() else bound
+        nearest = self._table_on(candidates.device)[candidates]  # (F, C, >= k)
+        neighbours = nearest[..., : self.k]  # (F, C, k)
+        mass = _gathered(q, neighbours)  # (F, C, k)
+        bound = self._bound_on(q.gather(1, candidates))
         if self.variant == "paper":
             if self.lam is None and self.delta <= 0.0:  # no set A, as in the test
                 return own
             in_a = mass.cumsum(-1) <= bound  # (F, C, k): the prefix A takes
             zeroed, covers = neighbours, in_a
         else:
-            zeroed = table[candidates][..., : self.k + 1]  # (F, C, k + 1)
+            zeroed = nearest[..., : self.k + 1]  # (F, C, k + 1)
             a_nonempty = mass[..., :1] <= bound  # (F, C, 1): A holds at least the nearest code
             covers = a_nonempty.expand(zeroed.shape)
         covered = torch.zeros(*candidates.shape, q.shape[-1], dtype=torch.bool,
@@ -190,3 +190,8 @@ class LanternRule(Rule):
         covered.scatter_(2, zeroed, covers)
         others = candidates[:, None, :].expand(-1, candidates.shape[1], -1)  # (F, C, C)
         return covered.gather(2, others) | own
+
+
+def _gathered(q: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    """q (F, V) at codes (F, C, k) -> (F, C, k)."""
+    return q.gather(1, codes.flatten(1)).view(codes.shape)
