@@ -40,16 +40,20 @@ def drafter_loss(net: EagleNet, target, tokens: torch.Tensor, feats: torch.Tenso
     with torch.no_grad():
         target_probs = target.logits(truth).softmax(-1)  # (B, N, V)
     pred_logits = target.logits(pred)  # (B, N, V)
-    ce = -(target_probs * pred_logits.log_softmax(-1)).sum(-1).mean()
-    loss = F.smooth_l1_loss(pred, truth) + 0.1 * ce
+    loss = F.smooth_l1_loss(pred, truth) + 0.1 * _soft_cross_entropy(target_probs, pred_logits)
     if guided > 0:
         pairs = (2, len(pred) // 2, *pred.shape[1:])
         guided_logits = target.logits(combine_cfg(pred.view(pairs), cfg_scale))  # (B / 2, N, V)
         with torch.no_grad():
             guided_probs = target.logits(combine_cfg(truth.reshape(pairs), cfg_scale)).softmax(-1)  # (B / 2, N, V)
-        loss = loss + guided * -(guided_probs * guided_logits.log_softmax(-1)).sum(-1).mean()
+        loss = loss + guided * _soft_cross_entropy(guided_probs, guided_logits)
     top1 = (pred_logits.argmax(-1) == target_probs.argmax(-1)).float().mean().item()
     return loss, top1
+
+
+def _soft_cross_entropy(probs: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """Mean over positions of -sum p log softmax(logits): probs, logits (..., V)."""
+    return -(probs * logits.log_softmax(-1)).sum(-1).mean()
 
 
 def training_sources(run_dir: Path, target, images: int, sampled: int,
