@@ -41,12 +41,13 @@ class Rule:
         """The sampling setup that turns the target's logits into the p this rule judges against."""
         return sampling
 
-    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor | None:
         """Which drafts a rejection would rule out for later siblings (their residual mass becomes
         zero), estimated with the draft distribution q (F, V) in place of p: for candidate tokens
         (F, C), a (F, C, C) mask whose [f, i, j] says rejecting candidate i rules out candidate j.
-        By default a rejection rules out the rejected token alone."""
-        return candidates[:, :, None] == candidates[:, None, :]
+        None, the default, when a rejection rules out the rejected token alone: the drafter then
+        need not look."""
+        return None
 
     def draft_confidence(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor:
         """How likely each candidate (F, C) is to be accepted, estimated with the draft distribution

@@ -16,7 +16,7 @@ from torch import nn
 
 from engine.kv_cache import KVCache
 from engine.tree import causal_mask
-from engine.matmul import linear
+from engine.matmul import linear, weight_state
 
 
 def find_multiple(n: int, k: int) -> int:
@@ -194,10 +194,20 @@ class GPT(nn.Module):
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         table = rope_table_2d(cfg.grid_size, cfg.head_dim, cfg.rope_base, cfg.cls_token_num)
         self.register_buffer("rope", table, persistent=False)
+        self._rotations, self._rotations_key = None, None  # rotation(rope) at every position, and its source
 
     @property
     def null_class(self) -> int:
         return self.cfg.num_classes
+
+    def rotation_at(self, positions: torch.Tensor) -> Rotation:
+        """The Rotation at sequence `positions` (T,), cut from one made for every position: equal to
+        rotation(self.rope[positions]), without rebuilding it on every call (remade when the table is
+        replaced or moved)."""
+        key = weight_state(self.rope)
+        if self._rotations_key != key:
+            self._rotations, self._rotations_key = rotation(self.rope), key
+        return Rotation(self._rotations.cos[positions], self._rotations.sin[positions])  # (T, 1, hd) x 2
 
     def embed_condition(self, class_ids: torch.Tensor) -> torch.Tensor:
         return self.cls_embedding(class_ids)  # (B, cls_token_num, D)
@@ -218,7 +228,7 @@ class GPT(nn.Module):
         With a cache, keys and values go to cache `slots` (T,) and `mask` (T, S) says which slots
         each query sees; without one, `mask` (T, T) applies to the T inputs alone.
         """
-        rope = rotation(self.rope[positions])  # (T, 1, hd) x 2, shared by every layer
+        rope = self.rotation_at(positions)  # (T, 1, hd) x 2, shared by every layer
         if mask is not None and mask.dtype == torch.bool:
             # Attention would turn a bool mask into an additive one in every layer; do it once.
             mask = torch.zeros(mask.shape, dtype=h.dtype, device=h.device).masked_fill_(~mask, float("-inf"))

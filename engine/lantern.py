@@ -27,6 +27,7 @@ import dataclasses
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from engine.acceptance import Rule, argmax_is, exact_residual, normalised, unfiltered
 from engine.config import InvalidInput, SamplingConfig
@@ -142,7 +143,7 @@ class LanternRule(Rule):
         else:
             passes = relaxed
         fail = torch.cumprod(1.0 - passes, dim=-1)  # (F, C): every sibling up to this one fails
-        earlier_fail = torch.cat([torch.ones_like(fail[:, :1]), fail[:, :-1]], dim=-1)  # (F, C)
+        earlier_fail = F.pad(fail[:, :-1], (1, 0), value=1.0)  # (F, C): every sibling before it fails
         return (passes * earlier_fail).clamp(min=1e-6)
 
     def _credit_on(self, q: torch.Tensor, candidates: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
@@ -152,13 +153,13 @@ class LanternRule(Rule):
         bound = self._bound_on(own)
         neighbours = self._table_on(candidates.device)[candidates][..., : self.k]  # (F, C, k)
         cumulative = _gathered(q, neighbours).cumsum(-1)  # (F, C, k)
-        return torch.where(cumulative <= bound, cumulative, torch.zeros_like(cumulative)).amax(-1)
+        return cumulative.masked_fill(cumulative > bound, 0.0).amax(-1)
 
-    def _bound_on(self, own: torch.Tensor) -> torch.Tensor:
+    def _bound_on(self, own: torch.Tensor) -> float | torch.Tensor:
         """The bound on the credited mass for candidates with draft probability own (F, C), shaped
-        to compare with their neighbours' (F, C, k) cumulative mass."""
-        bound = torch.as_tensor(self._bound(own), dtype=own.dtype)
-        return bound[..., None] if bound.dim() else bound
+        to compare with their neighbours' (F, C, k) cumulative mass: delta itself, or LANTERN++'s
+        bound per candidate."""
+        return self.delta if self.lam is None else self._bound(own)[..., None]
 
     def _table_on(self, device: torch.device) -> torch.Tensor:
         """The neighbour table as a tensor on `device`, converted once."""
@@ -168,17 +169,16 @@ class LanternRule(Rule):
 
     # --- what the drafter may skip -------------------------------------------------------------
 
-    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor:
-        own = super().rules_out(q, candidates)
+    def rules_out(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor | None:
         if greedy and self.judges_paths:  # every node is judged on its parent's own p
-            return own
+            return None
+        if self.variant == "paper" and self.lam is None and self.delta <= 0.0:  # no set A, as in the test
+            return None
         nearest = self._table_on(candidates.device)[candidates]  # (F, C, >= k)
         neighbours = nearest[..., : self.k]  # (F, C, k)
         mass = _gathered(q, neighbours)  # (F, C, k)
         bound = self._bound_on(q.gather(1, candidates))
         if self.variant == "paper":
-            if self.lam is None and self.delta <= 0.0:  # no set A, as in the test
-                return own
             in_a = mass.cumsum(-1) <= bound  # (F, C, k): the prefix A takes
             zeroed, covers = neighbours, in_a
         else:
@@ -189,7 +189,8 @@ class LanternRule(Rule):
                               device=candidates.device)  # (F, C, V)
         covered.scatter_(2, zeroed, covers)
         others = candidates[:, None, :].expand(-1, candidates.shape[1], -1)  # (F, C, C)
-        return covered.gather(2, others) | own
+        itself = candidates[:, :, None] == candidates[:, None, :]  # (F, C, C)
+        return covered.gather(2, others) | itself
 
 
 def _gathered(q: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:

@@ -55,9 +55,10 @@ def distribution(logits: torch.Tensor, sampling: SamplingConfig,
     Greedy decoding (temperature 0) keeps the temperature-1 distribution: its argmax is the greedy
     token, and LANTERN's relaxation needs the probabilities themselves.
     """
-    temperature = 1.0 if sampling.greedy else sampling.temperature
-    filtered = filter_top_k_top_p(logits.float() / temperature, sampling.top_k, sampling.top_p,
-                                  sampling.top_p_first)
+    scaled = logits.float()
+    if not sampling.greedy and sampling.temperature != 1.0:  # dividing by 1 would change nothing
+        scaled = scaled / sampling.temperature
+    filtered = filter_top_k_top_p(scaled, sampling.top_k, sampling.top_p, sampling.top_p_first)
     return filtered.to(dtype).softmax(-1)
 
 

@@ -86,6 +86,7 @@ class PromptTarget(GPT):
         cfg = self.cfg
         rope = rope_table_2d(cfg.grid_size, cfg.head_dim, cfg.rope_base, n).to(weight.device)
         self.register_buffer("rope", rope, persistent=False)
+        self._rotations, self._rotations_key = None, None  # as GPT.__init__ sets them
 
 
 @dataclass

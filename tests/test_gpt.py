@@ -47,6 +47,21 @@ def test_rope_rotates_interleaved_pairs_bit_for_bit_as_written():
     assert torch.equal(norm(x), written)
 
 
+def test_rotation_at_positions_equals_rotating_the_table_rows_and_follows_the_table():
+    from engine.gpt import rotation
+    from engine.image_model import place
+
+    model = tiny_gpt()
+    positions = torch.tensor([0, 5, 3, 3])
+    for _ in range(2):  # the second call reads the rotations made by the first
+        made, cut = rotation(model.rope[positions]), model.rotation_at(positions)
+        assert torch.equal(made.cos, cut.cos) and torch.equal(made.sin, cut.sin)
+    model.rope = model.rope * 2  # a replaced table, as a bound text prompt's, is not read stale
+    assert torch.equal(model.rotation_at(positions).sin, rotation(model.rope[positions]).sin)
+    place(model, "cpu", torch.bfloat16)  # the table stays float32, and so do its rotations
+    assert model.rotation_at(positions).cos.dtype == torch.float32
+
+
 def test_cached_incremental_decoding_equals_full_forward():
     model = tiny_gpt()
     cfg = TINY_GPT

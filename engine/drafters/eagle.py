@@ -33,6 +33,7 @@ from engine.acceptance import ExactRule, Rule
 from engine.config import TreeConfig
 from engine.drafters.base import DecodeState, Drafter
 from engine.drafters.eagle_net import EagleNet, above_for_drafting
+from engine.gpt import Rotation
 from engine.sampling import combine_cfg, distribution
 from engine.tree import DraftTree
 
@@ -54,7 +55,8 @@ class EagleDrafter(Drafter):
         self.committed = 0  # drafter pairs in the cache; pair j holds image token j
         self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
         self.pending_tokens = list(state.tokens)
-        self.known = torch.zeros(1, dtype=torch.long)  # (n,) the committed tokens, set per proposal
+        # Set by each proposal's _catch_up: the pairs it feeds, and the rows every call reads.
+        self.catching_up, self.rotations, self.above = 0, None, None
 
     def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
                 probs: np.ndarray) -> None:
@@ -66,19 +68,23 @@ class EagleDrafter(Drafter):
         """Drafter cache slots a proposal may fill beyond the committed pairs."""
         return self.tree_cfg.depth * self.tree_cfg.top_k
 
-    def _run(self, state: DecodeState, tokens: torch.Tensor, features: torch.Tensor,
-             depth_offsets: torch.Tensor, first_slot: int, mask: torch.Tensor) -> torch.Tensor:
-        """Drafter pass over tokens (T,) with parent features (R, T, D) -> predicted features."""
-        target = state.target
+    def _run(self, state: DecodeState, tokens: torch.Tensor, features: torch.Tensor, rows: slice,
+             first_slot: int, mask: torch.Tensor) -> torch.Tensor:
+        """Drafter pass over tokens (T,) with parent features (R, T, D) -> predicted features.
+
+        `rows` picks the proposal's rotation and token-above rows (see _catch_up): T of them, or one
+        that every token shares, as the nodes of one tree level do."""
         device = features.device
-        slots = torch.arange(first_slot, first_slot + len(tokens), device=device)  # (T,)
-        positions = target.cfg.cls_token_num + self.committed - 1 + depth_offsets.to(device)  # (T,)
-        emb = target.embed_tokens(tokens.to(device)).expand(state.rows, -1, -1)  # (R, T, D)
-        above = None
-        if self.net.fc_above is not None:  # the token above the one each pair predicts
-            predicted = self.committed + depth_offsets.to(device)  # (T,) image positions
-            above = above_for_drafting(target, self.known, predicted).expand(state.rows, -1, -1)  # (R, T, D)
-        return self.net(emb, features, target.rope[positions], self.cache, slots, mask.to(device), above)
+        count = len(tokens)
+        slots = torch.arange(first_slot, first_slot + count, device=device)  # (T,)
+        emb = state.target.embed_tokens(tokens.to(device)).expand(state.rows, -1, -1)  # (R, T, D)
+        rope = Rotation(self.rotations.cos[rows], self.rotations.sin[rows])  # (T or 1, 1, hd) x 2
+        above = None if self.above is None else self.above[:, rows].expand(state.rows, count, -1)  # (R, T, D)
+        return self.net(emb, features, rope, self.cache, slots, mask.to(device), above)
+
+    def _level_rows(self, level: int) -> slice:
+        """The table row of tree level `level` >= 2, whose nodes all sit level - 1 past the root."""
+        return slice(self.catching_up + level - 2, self.catching_up + level - 1)
 
     def _draft_probs(self, state: DecodeState, features: torch.Tensor) -> torch.Tensor:
         # The head is linear, so guiding the features first equals guiding the logits, at half the
@@ -87,22 +93,31 @@ class EagleDrafter(Drafter):
         logits = state.target.logits(guided)  # (T, V)
         return distribution(logits, state.sampling, torch.float32).cpu()  # (T, V)
 
-    def _catch_up(self, state: DecodeState) -> torch.Tensor:
+    def _catch_up(self, state: DecodeState, depth: int) -> torch.Tensor:
         """Feed the pairs the target confirmed last step; the last one ends at the root. Returns the
-        drafter's features (R, n, D), the last of which predicts the root's child."""
-        # The committed tokens, once per proposal: every drafter call reads the tokens above.
-        self.known = torch.tensor(state.tokens or [0], dtype=torch.long, device=self.pending_features.device)  # (n,)
-        n_pending = len(self.pending_tokens)
+        drafter's features (R, n, D), the last of which predicts the root's child.
+
+        Also lays out, once for the proposal, what every drafter call of it needs by position: the
+        rope rotations and the tokens above, first for the n pairs, then for tree levels 2..depth."""
+        target = state.target
+        device = self.pending_features.device
+        n_pending = self.catching_up = len(self.pending_tokens)
         mask = torch.ones(n_pending, self.committed + n_pending, dtype=torch.bool)  # (n, committed + n)
         mask[:, self.committed:].tril_()
         self.committed += n_pending
+        offsets = torch.arange(1 - n_pending, max(depth, 1), device=device)  # (n + depth - 1,) past the root
+        self.rotations = target.rotation_at(target.cfg.cls_token_num + self.committed - 1 + offsets)
+        self.above = None
+        if self.net.fc_above is not None:  # the token above the one each pair predicts
+            known = torch.tensor(state.tokens or [0], dtype=torch.long, device=device)  # (committed,)
+            self.above = above_for_drafting(target, known, self.committed + offsets)  # (1, n + depth - 1, D)
         return self._run(state, torch.tensor(self.pending_tokens), self.pending_features,
-                         torch.arange(1 - n_pending, 1), self.committed - n_pending, mask)
+                         slice(0, n_pending), self.committed - n_pending, mask)
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         cfg = self.tree_cfg
         depth = min(cfg.depth, max_depth)
-        out = self._catch_up(state)
+        out = self._catch_up(state, depth)
         q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
 
         k, budget = cfg.top_k, cfg.total_tokens - 1
@@ -125,7 +140,7 @@ class EagleDrafter(Drafter):
                 fed_slot[node] = first_slot + i
             mask = self._tree_mask(frontier, parents, fed_slot)
             out = self._run(state, torch.tensor([tokens[n] for n in frontier]), frontier_features,
-                            torch.full((len(frontier),), level - 1), first_slot, mask)
+                            self._level_rows(level), first_slot, mask)
             q = self._draft_probs(state, out)  # (F, V)
             child_q, child_tokens, child_conf = self._children(q, k)  # (F, k) each
             child_scores = torch.tensor([scores[n] for n in frontier], dtype=q.dtype)[:, None] + child_conf.log()
@@ -135,7 +150,7 @@ class EagleDrafter(Drafter):
             qs += child_q.flatten().tolist()
             scores += child_scores.flatten().tolist()
             best = child_scores.flatten().topk(min(k, child_scores.numel())).indices  # (k,)
-            frontier = [base + int(i) for i in best]
+            frontier = [base + i for i in best.tolist()]
             frontier_features = out[:, best // k]  # (R, k, D)
         return self._select(root, tokens, parents, qs, scores, budget)
 
@@ -155,11 +170,9 @@ class EagleDrafter(Drafter):
         cand_conf = self._confidence(q, cand_q, cand_tokens)  # (F, C)
         order = cand_conf.argsort(dim=-1, descending=True, stable=True)  # (F, C): best score first
         cand_q, cand_tokens, cand_conf = (t.gather(1, order) for t in (cand_q, cand_tokens, cand_conf))
-        ruled = self.rule.rules_out(q, cand_tokens, self.greedy)  # (F, C, C)
-        count = ruled.shape[-1]
-        others = ~torch.eye(count, dtype=torch.bool, device=ruled.device)  # (C, C)
-        if not (ruled & others).any():  # each rejection rules out itself alone: the k best
-            return cand_q[:, :k], cand_tokens[:, :k], cand_conf[:, :k]
+        ruled = self.rule.rules_out(q, cand_tokens, self.greedy)  # (F, C, C), None: each itself alone
+        if ruled is None or not (ruled & ~torch.eye(ruled.shape[-1], dtype=torch.bool, device=ruled.device)).any():
+            return cand_q[:, :k], cand_tokens[:, :k], cand_conf[:, :k]  # nothing ruled out: the k best
         picks = []
         for row in ruled.tolist():
             chosen, blocked = [], [False] * len(row)

@@ -65,12 +65,13 @@ class StaticTreeDrafter(EagleDrafter):
         return len(self.choices)
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
-        out = self._catch_up(state)  # (R, n, D)
+        depth = min(self.depth, max_depth)
+        out = self._catch_up(state, depth)  # (R, n, D)
         predicted = {(): out[:, -1]}  # path -> the drafter's feature at that node, (R, D)
         node_of: dict[tuple[int, ...], int] = {}
         tokens, parents, qs, q_dists = [], [], [], []
         fed_slot: dict[int, int] = {}
-        for level in range(1, min(self.depth, max_depth) + 1):
+        for level in range(1, depth + 1):
             level_paths = [c for c in self.choices if len(c) == level and (level == 1 or c[:-1] in node_of)]
             if not level_paths:
                 break
@@ -81,8 +82,7 @@ class StaticTreeDrafter(EagleDrafter):
                     fed_slot[node_of[path]] = first_slot + i
                 rows = [node_of[p] for p in expanding]
                 features = torch.stack([predicted[p[:-1]] for p in expanding], dim=1)  # (R, F, D)
-                out = self._run(state, torch.tensor([tokens[n] for n in rows]), features,
-                                torch.full((len(rows),), level - 1),
+                out = self._run(state, torch.tensor([tokens[n] for n in rows]), features, self._level_rows(level),
                                 first_slot, self._tree_mask(rows, parents, fed_slot))  # (R, F, D)
                 predicted.update({p: out[:, i] for i, p in enumerate(expanding)})
             q = self._draft_probs(state, torch.stack([predicted[p] for p in expanding], dim=1))  # (F, V)
