@@ -47,7 +47,7 @@ def comparison_controls() -> dict[str, gr.components.Component]:
                                      info=f"LANTERN's released code or the paper's rule "
                                           f"({_used_by('lantern_variant')})")}
     with gr.Accordion(f"Draft tree ({_used_by('tree')})", open=False):
-        c["tree_depth"] = gr.Slider(1, 8, value=DEFAULTS.tree_depth, step=1, label="Depth")
+        c["tree_depth"] = gr.Slider(1, 16, value=DEFAULTS.tree_depth, step=1, label="Depth")
         c["tree_top_k"] = gr.Slider(1, 16, value=DEFAULTS.tree_top_k, step=1, label="Children per node (top-k)")
         c["tree_total"] = gr.Slider(2, 64, value=DEFAULTS.tree_total, step=1, label="Total tokens in the tree")
         c["tree_score"] = gr.Radio(list(TREE_SCORES), value=DEFAULTS.tree_score, label="Rank nodes by",
@@ -61,6 +61,7 @@ def comparison_controls() -> dict[str, gr.components.Component]:
                                         elem_id="lambda-slider",
                                         info="a draft x may borrow up to (lambda - 1) p(x) from its neighbours")
         c["static_tree"] = gr.Textbox(value=DEFAULTS.static_tree, label="Static tree", elem_id="static-tree",
+                                      placeholder="each method's own chain: 16 deep for LANTERN's rules, 6 for EAGLE",
                                       info="paths of draft ranks, levels joined by dots: 0.1 is the second-best "
                                            f"child of the best ({_used_by('static_tree')})")
     with gr.Accordion(f"Jacobi methods ({_used_by('sjd_init')})", open=False):

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, fields
 
 from engine.config import InvalidInput, SamplingConfig, TreeConfig
-from engine.drafters.static_tree import DEFAULT_CHOICES, parse_choices
+from engine.drafters.static_tree import parse_choices
 from engine.methods import METHODS, MethodOptions
 
 DEFAULT_METHODS = ("vanilla", "eagle2", "lantern")
@@ -19,7 +19,6 @@ PANELS = len(DEFAULT_METHODS)
 METHOD_PARAMETERS = tuple(f"method_{index + 1}" for index in range(PANELS))  # the API's names for `methods`
 DEFAULT_CLASS = "cat"
 DEFAULT_MODEL = "embedded"
-DEFAULT_STATIC_TREE = " ".join(".".join(map(str, path)) for path in DEFAULT_CHOICES)
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class CompareRequest:
     # callers passing values by position keep working.
     lantern_variant: str = MethodOptions.lantern_variant
     lantern_lambda: float = MethodOptions.lantern_lambda
-    static_tree: str = DEFAULT_STATIC_TREE  # rank paths, as engine.drafters.static_tree.parse_choices reads
+    static_tree: str = ""  # rank paths, as engine.drafters.static_tree.parse_choices reads; empty: each method's own
     sjd_init: str = MethodOptions.sjd_init
     gsd_window: int | None = MethodOptions.gsd_window  # None: the published window scaled to the codebook
     gsd_p_gap: float = MethodOptions.gsd_p_gap
@@ -67,7 +66,7 @@ class CompareRequest:
         return MethodOptions(delta=_number("delta", self.delta), k=_whole("k", self.k), tree=tree,
                              lantern_variant=self.lantern_variant,
                              lantern_lambda=_number("lambda", self.lantern_lambda),
-                             static_tree=parse_choices(str(self.static_tree)), sjd_init=self.sjd_init,
+                             static_tree=_static_tree(self.static_tree), sjd_init=self.sjd_init,
                              gsd_window=window, gsd_p_gap=_number("GSD p gap", self.gsd_p_gap),
                              gsd_distance=_number("GSD distance", self.gsd_distance))
 
@@ -116,3 +115,9 @@ def _whole(name: str, value) -> int:
     if number != int(number):
         raise InvalidInput(f"{name} {value!r} is not a whole number")
     return int(number)
+
+
+def _static_tree(text: str | None):
+    """The static tree's rank paths, or None (each method's own chain) for an empty box."""
+    text = str(text or "").strip()
+    return parse_choices(text) if text else None

@@ -13,7 +13,7 @@ import torch
 
 from engine.config import TREE_SCORES, InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.jacobi import INITS
-from engine.drafters.static_tree import DEFAULT_CHOICES, parse_choices
+from engine.drafters.static_tree import parse_choices
 from engine.image_model import ImageModel
 from engine.lantern import VARIANTS
 from engine.load import DTYPES, load_model
@@ -48,8 +48,9 @@ def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
                         help="official: LANTERN's code; paper: the relaxed distribution with A removed")
     parser.add_argument("--lantern-lambda", type=float, default=MethodOptions.lantern_lambda,
                         help="LANTERN++: credited mass at most (lambda - 1) p(x)")
-    parser.add_argument("--static-tree", default=" ".join(".".join(map(str, c)) for c in DEFAULT_CHOICES),
-                        help="LANTERN++'s static tree: rank paths, e.g. '0 1 0.0 0.1 0.0.0'")
+    parser.add_argument("--static-tree", default=None,
+                        help="the static tree (eagle, lantern_static, lantern_pp): rank paths, e.g. "
+                             "'0 1 0.0 0.1 0.0.0'; default: a chain, 16 deep for LANTERN's rules, 6 for EAGLE")
     parser.add_argument("--sjd-init", default=MethodOptions.sjd_init, choices=INITS,
                         help="how Jacobi methods start unseen positions")
     parser.add_argument("--gsd-window", type=int, default=None,
@@ -77,7 +78,8 @@ def _options(args) -> MethodOptions:
                          tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens, args.tree_score,
                                          args.tree_min_score),
                          lantern_variant=args.lantern_variant, lantern_lambda=args.lantern_lambda,
-                         static_tree=parse_choices(args.static_tree), sjd_init=args.sjd_init,
+                         static_tree=None if args.static_tree is None else parse_choices(args.static_tree),
+                         sjd_init=args.sjd_init,
                          gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)
 
 
@@ -132,7 +134,8 @@ def cmd_bench(args) -> None:
                   "temperature": sampling.temperature, "cfg": sampling.cfg_scale, "top_k": sampling.top_k,
                   "top_p": sampling.top_p, "seed": sampling.seed, "delta": options.delta, "k": options.k,
                   "lantern_variant": options.lantern_variant, "lantern_lambda": options.lantern_lambda,
-                  "static_tree": [list(c) for c in options.static_tree], "sjd_init": options.sjd_init,
+                  "static_tree": None if options.static_tree is None else [list(c) for c in options.static_tree],
+                  "sjd_init": options.sjd_init,
                   "gsd": {"window": options.gsd_window, "p_gap": options.gsd_p_gap,
                           "distance": options.gsd_distance},
                   "tree": dataclasses.asdict(options.tree),

@@ -16,7 +16,7 @@ from engine.drafters.eagle import EagleDrafter
 from engine.drafters.jacobi import INITS, JacobiDrafter
 from engine.drafters.medusa import MedusaDrafter
 from engine.drafters.sps import SpsDrafter
-from engine.drafters.static_tree import DEFAULT_CHOICES, Choices, StaticTreeDrafter, check_choices
+from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, Choices, StaticTreeDrafter, check_choices
 from engine.gsd import GroupedRule, scaled_window
 from engine.image_model import ImageModel
 from engine.lantern import VARIANTS, LanternRule
@@ -36,7 +36,7 @@ class MethodOptions:
     # 5, 10 gave greedy MAL 3.38, 3.57, 3.79, 3.81 and sampling MAL 3.13, 3.26, 3.51 (up to 5), with
     # no measured loss of class accuracy from 3 on (on the earlier seven-node static tree).
     lantern_lambda: float = 5.0
-    static_tree: Choices = DEFAULT_CHOICES  # LANTERN++'s tree: paths of draft ranks
+    static_tree: Choices | None = None  # paths of draft ranks; None: each method's own chain
     tree: TreeConfig = field(default_factory=TreeConfig)
     gamma: int = 4  # SpS chain length
     window: int = 16  # SJD's Jacobi window (the paper's 16)
@@ -58,7 +58,8 @@ class MethodOptions:
             raise InvalidInput(f"unknown LANTERN variant {self.lantern_variant!r}; allowed: {', '.join(VARIANTS)}")
         if not 1.0 <= self.lantern_lambda <= 100.0:
             raise InvalidInput(f"lambda {self.lantern_lambda} is out of range; allowed: 1 to 100")
-        check_choices(self.static_tree)
+        if self.static_tree is not None:
+            check_choices(self.static_tree)
         if self.sjd_init not in INITS:
             raise InvalidInput(f"unknown Jacobi initialisation {self.sjd_init!r}; allowed: {', '.join(INITS)}")
         if self.gsd_window is not None and not 0 <= self.gsd_window <= 4096:
@@ -124,7 +125,7 @@ def _lantern(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, R
 
 def _lantern_static(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     rule = _lantern_rule(model, options)
-    return StaticTreeDrafter(net, options.static_tree, rule), rule
+    return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN, rule), rule
 
 
 def _sps(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
@@ -137,11 +138,11 @@ def _medusa(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Ru
 
 def _lantern_pp(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     rule = _lantern_pp_rule(model, options)
-    return StaticTreeDrafter(net, options.static_tree, rule), rule
+    return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN, rule), rule
 
 
 def _eagle(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
-    return StaticTreeDrafter(net, options.static_tree), ExactRule()
+    return StaticTreeDrafter(net, options.static_tree or EXACT_CHAIN), ExactRule()
 
 
 def _sjd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:

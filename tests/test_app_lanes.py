@@ -107,7 +107,7 @@ def test_runtime_runs_a_whole_comparison_with_replacements(tiny_model):
     ("tree_total", 1000, "tree total tokens 1000"), ("seed", None, "seed None"),
     ("lantern_variant", "draft", "LANTERN variant 'draft'"), ("lantern_lambda", 101, "lambda 101"),
     ("lantern_lambda", "x", "lambda 'x'"), ("static_tree", "0 a", "static tree '0 a'"),
-    ("static_tree", "", "static tree has 0 nodes"), ("sjd_init", "middle", "initialisation 'middle'"),
+    ("static_tree", "0.0", "no parent '0'"), ("sjd_init", "middle", "initialisation 'middle'"),
     ("gsd_window", -1, "GSD window -1"), ("gsd_window", 2.5, "GSD window 2.5"),
     ("gsd_p_gap", float("inf"), "GSD p gap inf"), ("gsd_distance", 11, "GSD distance 11"),
 ])
@@ -127,6 +127,8 @@ def test_the_new_settings_reach_the_method_options():
                                               gsd_window=12, gsd_p_gap=0.4, gsd_distance=1.5)
     # An emptied window box means GSD's scaled default, as the API's None does.
     assert CompareRequest(gsd_window="").options().gsd_window is None
+    # So does an emptied static-tree box: each method's own chain.
+    assert CompareRequest(static_tree="  ").options().static_tree is None
     assert CompareRequest().options() == MethodOptions()
 
 

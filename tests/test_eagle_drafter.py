@@ -97,3 +97,20 @@ def test_the_drafter_drafts_with_what_training_showed_it(above):
             expected = guided_q(drafted, 2)[token]
         torch.testing.assert_close(tree.q[node].item(), expected.item(), rtol=1e-4, atol=1e-6)
     assert (tree.depths == 2).sum() == 4
+
+
+
+@pytest.mark.parametrize("method", ["lantern", "lantern_static"])
+def test_a_drafter_reading_the_token_above_drafts_at_most_one_grid_row_ahead(tiny_model, method):
+    """Deeper than a row, the token above a draft is itself undrafted: the tree stops there."""
+    from engine.drafters.static_tree import chain
+    from engine.generate import stream
+    from engine.methods import MethodOptions
+
+    tiny_model.drafters["eagle"] = EagleNet(TINY_GPT, above=True).eval()
+    deep = 16  # four rows of the tiny model's grid
+    options = MethodOptions(delta=1.0, k=8, static_tree=chain(deep),
+                            tree=TreeConfig(depth=deep, total_tokens=deep + 1, min_score=0.0))
+    traces = list(stream(tiny_model, method, SamplingConfig(temperature=0.0), 0, options))
+    assert sum(len(t.new_tokens) for t in traces) == TINY_GPT.num_image_tokens
+    assert max(int(t.tree_depths.max()) for t in traces) == TINY_GPT.grid_size

@@ -15,11 +15,11 @@ from engine.acceptance import ExactRule
 from engine.config import InvalidInput, SamplingConfig
 from engine.decode import decode
 from engine.drafters.jacobi import JacobiDrafter
-from engine.drafters.static_tree import StaticTreeDrafter, parse_choices
+from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, StaticTreeDrafter, chain, parse_choices
 from engine.generate import generate
 from engine.gpt import GPT, GPTConfig
 from engine.gsd import GroupedRule, scaled_window
-from engine.methods import MethodOptions
+from engine.methods import MethodOptions, get_method
 from tests.conftest import TINY_GPT
 
 GREEDY = SamplingConfig(temperature=0.0, cfg_scale=2.0)
@@ -41,6 +41,16 @@ def test_static_tree_paths_are_checked():
     with pytest.raises(InvalidInput, match="rank paths"):
         parse_choices("0 a")
     assert parse_choices("1 0.1 0 0.0") == ((0,), (1,), (0, 0), (0, 1))
+
+
+@pytest.mark.parametrize("method, own", [("eagle", EXACT_CHAIN), ("lantern_static", RELAXED_CHAIN),
+                                         ("lantern_pp", RELAXED_CHAIN)])
+def test_a_static_tree_method_drafts_its_own_chain_unless_given_a_tree(tiny_eagle, method, own):
+    drafter, _ = get_method(method).build(tiny_eagle, MethodOptions(k=8))
+    assert drafter.choices == own == chain(len(own))
+    given = parse_choices("0 1 0.0")
+    assert get_method(method).build(tiny_eagle, MethodOptions(k=8, static_tree=given))[0].choices == given
+    assert len(EXACT_CHAIN) < len(RELAXED_CHAIN)  # the exact rule accepts fewer drafts in a row
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

@@ -64,6 +64,12 @@ class EagleDrafter(Drafter):
         self.pending_features = hidden[:, kept]  # (R, L, D)
         self.pending_tokens = state.tokens[-len(kept):]
 
+    def levels(self, state: DecodeState, wanted: int, max_depth: int) -> int:
+        """How many levels a proposal drafts: `wanted`, within the `max_depth` tokens left, and
+        within one grid row for a drafter that reads the token above (deeper, it is not known yet)."""
+        depth = min(wanted, max_depth)
+        return depth if self.net.fc_above is None else min(depth, state.target.cfg.grid_size)
+
     def draft_room(self) -> int:
         """Drafter cache slots a proposal may fill beyond the committed pairs."""
         return self.tree_cfg.depth * self.tree_cfg.top_k
@@ -116,7 +122,7 @@ class EagleDrafter(Drafter):
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         cfg = self.tree_cfg
-        depth = min(cfg.depth, max_depth)
+        depth = self.levels(state, cfg.depth, max_depth)
         out = self._catch_up(state, depth)
         q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
 

@@ -19,13 +19,21 @@ from engine.tree import DraftTree
 
 Choices = tuple[tuple[int, ...], ...]
 
-# A chain of six drafts, the size of the default dynamic tree: on a CPU every node costs verification
-# time (the official code's 57-node tree suits a GPU), and the relaxed rules accept nearly every
-# draft, so depth pays and siblings do not. Measured on 4 images, 2 repeats, against the earlier
-# default 0 1 2 0.0 0.1 1.0 0.0.0: LANTERN (delta 0.2 greedy / 0.4 sampling) 2.16x -> 3.01x and
-# 2.16x -> 3.04x, LANTERN++ 2.17x -> 2.93x and 1.80x -> 2.70x, lossless EAGLE 1.80x -> 2.30x when
-# sampling but 1.71x -> 1.49x when greedy, where its top draft is right about 60% of the time.
-DEFAULT_CHOICES: Choices = ((0,), (0, 0), (0, 0, 0), (0, 0, 0, 0), (0, 0, 0, 0, 0), (0, 0, 0, 0, 0, 0))
+
+def chain(depth: int) -> Choices:
+    """A chain of `depth` drafts, each the best child of the one before: (0,), (0, 0), ..."""
+    return tuple((0,) * level for level in range(1, depth + 1))
+
+
+# Each method's own tree, when none is given, is a chain: on a CPU every node costs verification
+# time (the official code's 57-node tree suits a GPU), so siblings do not pay. LANTERN's relaxed
+# rules accept nearly every draft (0.99 of them), so depth pays up to the 16 levels the drafter can
+# draft (one grid row, for the token above); the exact rule accepts about 0.8 a node, so its chain
+# stops earlier. Measured on 8 images, 2 repeats (greedy delta 0.2 / sampling delta 0.4), chains of
+# 6 -> 16: LANTERN 3.28x -> 5.05x / 3.20x -> 4.51x, LANTERN++ 3.27x -> 5.03x / 2.91x -> 3.71x,
+# lossless EAGLE 2.17x -> 2.08x / 1.95x -> 1.56x.
+RELAXED_CHAIN: Choices = chain(16)
+EXACT_CHAIN: Choices = chain(6)
 MAX_RANK, MAX_NODES = 32, 128
 
 
@@ -55,7 +63,7 @@ def check_choices(paths: Choices) -> Choices:
 
 
 class StaticTreeDrafter(EagleDrafter):
-    def __init__(self, net: EagleNet, choices: Choices = DEFAULT_CHOICES, rule=None):
+    def __init__(self, net: EagleNet, choices: Choices = EXACT_CHAIN, rule=None):
         super().__init__(net, None, rule)
         self.choices = check_choices(choices)
         self.depth = max(len(c) for c in self.choices)
@@ -65,7 +73,7 @@ class StaticTreeDrafter(EagleDrafter):
         return len(self.choices)
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
-        depth = min(self.depth, max_depth)
+        depth = self.levels(state, self.depth, max_depth)
         out = self._catch_up(state, depth)  # (R, n, D)
         predicted = {(): out[:, -1]}  # path -> the drafter's feature at that node, (R, D)
         node_of: dict[tuple[int, ...], int] = {}
