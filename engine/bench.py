@@ -136,6 +136,7 @@ def format_table(results: dict[str, dict]) -> str:
     lines = [header, "-" * len(header)]
     for name, r in results.items():
         accept = "-" if r["mean_accept_prob"] is None else f"{r['mean_accept_prob']:.3f}"
+        fid = "-" if r["fid_proxy"] is None else f"{r['fid_proxy']:.2f}"
         same = {None: "-", True: "yes", False: "NO"}[r["matches_vanilla_greedy"]]
         spread = f"[{r['speedup_min']:.2f}-{r['speedup_max']:.2f}]"
         step = r["ms_per_step"]
@@ -143,5 +144,5 @@ def format_table(results: dict[str, dict]) -> str:
                      f"{accept:>10}{r['ms_per_image']:>10.0f}{step['wall']:>9.2f}{step['draft']:>7.2f}"
                      f"{step['verify']:>7.2f}{step['accept']:>7.2f}{step['other']:>7.2f}"
                      f"{r['target_forwards_per_image']:>10.1f}{r['class_accuracy']:>10.3f}"
-                     f"{r['fid_proxy']:>10.2f}{r['mean_entropy_bits']:>8.2f}{same:>10}")
+                     f"{fid:>10}{r['mean_entropy_bits']:>8.2f}{same:>10}")
     return "\n".join(lines)

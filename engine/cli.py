@@ -159,8 +159,9 @@ def _sweep(args, model, sampling, options) -> None:
         sweep = run_sweep(model, sampling, args.n_images, options, deltas, ks, args.sweep_method,
                           progress=progress)
     for p in sweep["points"]:
+        fid = "-" if p["fid_proxy"] is None else f"{p['fid_proxy']:.2f}"
         print(f"delta {p['delta']:<5g} k {p['k']:<5d} speed-up {p['speedup']:.2f}x MAL {p['mal']:.2f} "
-              f"class acc {p['class_accuracy']:.3f} fid_proxy {p['fid_proxy']:.2f}")
+              f"class acc {p['class_accuracy']:.3f} fid_proxy {fid}")
     html = write_sweep(sweep, Path(args.json or "sweep.json"))
     print(f"chart: {html}")
 

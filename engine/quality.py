@@ -36,7 +36,7 @@ def frechet_distance(mu1: np.ndarray, cov1: np.ndarray, mu2: np.ndarray, cov2: n
 @dataclass
 class Quality:
     class_accuracy: float
-    fid_proxy: float
+    fid_proxy: float | None  # None for a single image, which has no covariance
     predicted: np.ndarray  # (B,) class predicted for each image
 
 
@@ -46,7 +46,9 @@ def measure(classifier: Classifier, images_uint8: np.ndarray, class_ids: np.ndar
     feats = torch.cat([classifier.features(chunk) for chunk in x.split(64)])  # (B, F)
     predicted = classifier.head(feats).argmax(-1).numpy()
     f = feats.double().numpy()
-    fid = frechet_distance(f.mean(0), np.cov(f, rowvar=False),
-                           classifier.reference_mean.double().numpy(),
-                           classifier.reference_cov.double().numpy())
+    fid = None
+    if len(f) >= 2:
+        fid = frechet_distance(f.mean(0), np.cov(f, rowvar=False),
+                               classifier.reference_mean.double().numpy(),
+                               classifier.reference_cov.double().numpy())
     return Quality(float((predicted == np.asarray(class_ids)).mean()), fid, predicted)

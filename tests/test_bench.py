@@ -39,6 +39,17 @@ def test_bench_interleaves_methods_and_reports_every_field(tiny_model):
     json.dumps(results)  # everything is serialisable
 
 
+def test_one_image_is_measured_without_a_covariance(tiny_model):
+    """A single image has no feature covariance: no fid_proxy, shown as '-', everything else kept."""
+    sampling = SamplingConfig(temperature=0.0)
+    runs = run_methods(tiny_model, ["sjd"], sampling, 1, MethodOptions())
+    results = summarise(tiny_model, runs, sampling, ["vanilla", "sjd"], tiny_classifier())
+    assert results["sjd"]["fid_proxy"] is None and results["sjd"]["class_accuracy"] in (0.0, 1.0)
+    row = format_table(results).splitlines()[-1].split()
+    assert row[0] == "sjd" and row[-3] == "-"
+    assert json.loads(json.dumps(results))["sjd"]["fid_proxy"] is None
+
+
 def test_sweep_writes_json_and_chart(tiny_model, tmp_path):
     tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
     sweep = run_sweep(tiny_model, SamplingConfig(temperature=1.0), 2,
