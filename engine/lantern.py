@@ -59,6 +59,11 @@ class LanternRule(Rule):
     def _bound(self, p_token: float | torch.Tensor):
         return self.delta if self.lam is None else (self.lam - 1.0) * p_token
 
+    @property
+    def _never_credits(self) -> bool:
+        """The paper variant at delta 0 forms no set A whatever p is (see _credit): the exact rule."""
+        return self.variant == "paper" and self.lam is None and self.delta <= 0.0
+
     def _credit(self, p: np.ndarray, token: int) -> tuple[int, np.ndarray, np.ndarray]:
         """(|A|, the k neighbours of x, p on them): A is the first |A| of them."""
         neighbours = self.table[token, : self.k]  # (k,)
@@ -148,7 +153,7 @@ class LanternRule(Rule):
 
     def _credit_on(self, q: torch.Tensor, candidates: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
         """The neighbour credit s_j* each candidate would earn on q: (F, C)."""
-        if self.variant == "paper" and self.lam is None and self.delta <= 0.0:
+        if self._never_credits:
             return torch.zeros_like(own)
         bound = self._bound_on(own)
         neighbours = self._table_on(candidates.device)[candidates][..., : self.k]  # (F, C, k)
@@ -172,7 +177,7 @@ class LanternRule(Rule):
     def rules_out(self, q: torch.Tensor, candidates: torch.Tensor, greedy: bool = False) -> torch.Tensor | None:
         if greedy and self.judges_paths:  # every node is judged on its parent's own p
             return None
-        if self.variant == "paper" and self.lam is None and self.delta <= 0.0:  # no set A, as in the test
+        if self._never_credits:  # no set A, as in the test
             return None
         nearest = self._table_on(candidates.device)[candidates]  # (F, C, >= k)
         neighbours = nearest[..., : self.k]  # (F, C, k)

@@ -177,9 +177,11 @@ class EagleDrafter(Drafter):
         order = cand_conf.argsort(dim=-1, descending=True, stable=True)  # (F, C): best score first
         cand_q, cand_tokens, cand_conf = (t.gather(1, order) for t in (cand_q, cand_tokens, cand_conf))
         ruled = self.rule.rules_out(q, cand_tokens, self.greedy)  # (F, C, C), None: each itself alone
-        itself = None if ruled is None else torch.eye(ruled.shape[-1], dtype=torch.bool, device=ruled.device)
-        if ruled is None or not (ruled & ~itself).any():
-            return cand_q[:, :k], cand_tokens[:, :k], cand_conf[:, :k]  # nothing ruled out: the k best
+        if ruled is not None:
+            others = ~torch.eye(ruled.shape[-1], dtype=torch.bool, device=ruled.device)  # (C, C)
+            ruled = ruled if (ruled & others).any() else None
+        if ruled is None:  # no rejection rules out a sibling: the k best
+            return cand_q[:, :k], cand_tokens[:, :k], cand_conf[:, :k]
         picks = []
         for row in ruled.tolist():
             chosen, blocked = [], [False] * len(row)
