@@ -8,13 +8,15 @@ from dataclasses import dataclass
 import gradio as gr
 
 from app import text
+from app.checked import Number, Radio, Slider, named
 from app.render import DISPLAY
 from app.request import METHOD_PARAMETERS, PANELS, CompareRequest
-from app.runtime import MODEL_CHOICES, WEIGHTS_DIR_VARIABLE
+from app.runtime import MODEL_CHOICES
 from engine.config import TREE_SCORES
 from engine.dataset import CLASS_NAMES
 from engine.drafters.jacobi import INITS
 from engine.embedded import VQ as EMBEDDED_VQ
+from engine.hub import WEIGHTS_DIR_VARIABLE
 from engine.lantern import VARIANTS
 from engine.methods import METHODS, methods_taking
 
@@ -27,37 +29,47 @@ def _used_by(option: str) -> str:
     return ", ".join(METHODS[name].title for name in methods_taking(option))
 
 
+# The name each checked control's refusals use: the engine's name for the same value.
+REFUSAL_NAMES = {"seed": "seed", "temperature": "temperature", "cfg_scale": "CFG scale", "top_k": "top-k",
+                 "delta": "delta", "k": "k", "lantern_variant": "LANTERN variant", "tree_depth": "tree depth",
+                 "tree_top_k": "tree top-k", "tree_total": "tree total tokens", "tree_score": "tree score",
+                 "tree_min_score": "tree min score", "lantern_lambda": "lambda", "gsd_window": "GSD window",
+                 "gsd_p_gap": "GSD p gap", "gsd_distance": "GSD distance"}
+
+
 def comparison_controls() -> dict[str, gr.components.Component]:
     """Every input of a comparison except the panels' methods, laid out in the current column."""
     c = {"model": gr.Dropdown(list(MODEL_CHOICES), value=DEFAULTS.model, label="Model", elem_id="model-choice",
+                              allow_custom_value=True,
                               info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub"),
          "prompt": gr.Textbox(value=DEFAULTS.prompt, label="Prompt", visible=False, elem_id="prompt",
                               placeholder="a photo of an astronaut riding a horse"),
-         "class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULTS.class_name, label="Class"),
-         "seed": gr.Number(value=DEFAULTS.seed, precision=0, label="Seed", minimum=0),
-         "temperature": gr.Slider(0.0, 2.0, value=DEFAULTS.temperature, step=0.05, label="Temperature (0 = greedy)"),
-         "cfg_scale": gr.Slider(1.0, 8.0, value=DEFAULTS.cfg_scale, step=0.25, label="CFG scale"),
-         "top_k": gr.Slider(0, 1024, value=DEFAULTS.top_k, step=1, label="Top-k (0 = all codes)"),
-         "delta": gr.Slider(0.0, 1.0, value=DEFAULTS.delta, step=0.01, label="delta", elem_id="delta-slider",
+         "class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULTS.class_name, label="Class", allow_custom_value=True,
+                                   info="official class models: an ImageNet class index"),
+         "seed": Number(value=DEFAULTS.seed, precision=0, label="Seed", minimum=0),
+         "temperature": Slider(0.0, 2.0, value=DEFAULTS.temperature, step=0.05, label="Temperature (0 = greedy)"),
+         "cfg_scale": Slider(1.0, 8.0, value=DEFAULTS.cfg_scale, step=0.25, label="CFG scale"),
+         "top_k": Slider(0, EMBEDDED_VQ.codebook_size, value=DEFAULTS.top_k, step=1, label="Top-k (0 = all codes)"),
+         "delta": Slider(0.0, 1.0, value=DEFAULTS.delta, step=0.01, label="delta", elem_id="delta-slider",
                             info=f"LANTERN's budget: target mass it may move onto a draft ({_used_by('delta')})"),
-         "k": gr.Slider(1, EMBEDDED_VQ.codebook_size - 1, value=DEFAULTS.k, step=1, label="k", elem_id="k-slider",
+         "k": Slider(1, EMBEDDED_VQ.codebook_size - 1, value=DEFAULTS.k, step=1, label="k", elem_id="k-slider",
                         info=f"how many latent neighbours may lend their mass ({_used_by('k')})"),
-         "lantern_variant": gr.Radio(list(VARIANTS), value=DEFAULTS.lantern_variant, label="LANTERN variant",
+         "lantern_variant": Radio(list(VARIANTS), value=DEFAULTS.lantern_variant, label="LANTERN variant",
                                      elem_id="lantern-variant",
                                      info=f"LANTERN's released code or the paper's rule "
                                           f"({_used_by('lantern_variant')})")}
     with gr.Accordion(f"Draft tree ({_used_by('tree')})", open=False):
-        c["tree_depth"] = gr.Slider(1, 16, value=DEFAULTS.tree_depth, step=1, label="Depth")
-        c["tree_top_k"] = gr.Slider(1, 16, value=DEFAULTS.tree_top_k, step=1, label="Children per node (top-k)")
-        c["tree_total"] = gr.Slider(2, 64, value=DEFAULTS.tree_total, step=1, label="Total tokens in the tree")
-        c["tree_score"] = gr.Radio(list(TREE_SCORES), value=DEFAULTS.tree_score, label="Rank nodes by",
+        c["tree_depth"] = Slider(1, 16, value=DEFAULTS.tree_depth, step=1, label="Depth")
+        c["tree_top_k"] = Slider(1, 16, value=DEFAULTS.tree_top_k, step=1, label="Children per node (top-k)")
+        c["tree_total"] = Slider(2, 64, value=DEFAULTS.tree_total, step=1, label="Total tokens in the tree")
+        c["tree_score"] = Radio(list(TREE_SCORES), value=DEFAULTS.tree_score, label="Rank nodes by",
                                    info="rule: the rule's chance of reaching and accepting a node; "
                                         "draft: the draft probability, as EAGLE-2")
-        c["tree_min_score"] = gr.Slider(0.0, 0.95, value=DEFAULTS.tree_min_score, step=0.05,
+        c["tree_min_score"] = Slider(0.0, 0.95, value=DEFAULTS.tree_min_score, step=0.05,
                                         label="Expand nodes scoring at least",
                                         info="0 drafts every level; higher spares drafter calls")
     with gr.Accordion("LANTERN++: lambda and the static tree", open=False):
-        c["lantern_lambda"] = gr.Slider(1.0, 100.0, value=DEFAULTS.lantern_lambda, step=0.1, label="lambda",
+        c["lantern_lambda"] = Slider(1.0, 100.0, value=DEFAULTS.lantern_lambda, step=0.1, label="lambda",
                                         elem_id="lambda-slider",
                                         info="a draft x may borrow up to (lambda - 1) p(x) from its neighbours")
         c["static_tree"] = gr.Textbox(value=DEFAULTS.static_tree, label="Static tree", elem_id="static-tree",
@@ -66,15 +78,18 @@ def comparison_controls() -> dict[str, gr.components.Component]:
                                            f"child of the best ({_used_by('static_tree')})")
     with gr.Accordion(f"Jacobi methods ({_used_by('sjd_init')})", open=False):
         c["sjd_init"] = gr.Dropdown(list(INITS), value=DEFAULTS.sjd_init, label="Initialisation",
+                                    allow_custom_value=True,
                                     elem_id="sjd-init", info="the first guess at a position: random, or a copy of "
                                                              "the code to its left or above")
-        c["gsd_window"] = gr.Number(value=DEFAULTS.gsd_window, precision=0, label="GSD rank window",
+        c["gsd_window"] = Number(value=DEFAULTS.gsd_window, precision=0, label="GSD rank window",
                                     elem_id="gsd-window",
                                     info="ranks either side of x; empty: the published 7 scaled to the codebook")
-        c["gsd_p_gap"] = gr.Slider(0.0, 1.0, value=DEFAULTS.gsd_p_gap, step=0.01, label="GSD p gap",
+        c["gsd_p_gap"] = Slider(0.0, 1.0, value=DEFAULTS.gsd_p_gap, step=0.01, label="GSD p gap",
                                    info="largest |p(y) - p(x)| within a group")
-        c["gsd_distance"] = gr.Slider(0.0, 10.0, value=DEFAULTS.gsd_distance, step=0.05, label="GSD distance",
+        c["gsd_distance"] = Slider(0.0, 10.0, value=DEFAULTS.gsd_distance, step=0.05, label="GSD distance",
                                       info="squared embedding distance, a fraction of the mean one")
+    for key, name in REFUSAL_NAMES.items():
+        named(c[key], name, ("0 (greedy)", "2") if key == "temperature" else None)
     return c
 
 
@@ -97,7 +112,7 @@ def racing_panels() -> Panels:
     with gr.Row(equal_height=False):
         for index in range(PANELS):
             with gr.Column(min_width=220):
-                panels.methods.append(gr.Dropdown(choices, value=DEFAULTS.methods[index],
+                panels.methods.append(gr.Dropdown(choices, value=DEFAULTS.methods[index], allow_custom_value=True,
                                                   label=f"Panel {index + 1} method", elem_id=f"method-{index}"))
                 panels.images.append(gr.Image(label="Image · click a token", type="numpy", format="png",
                                               interactive=False, height=DISPLAY, elem_classes="panel-image",

@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
 from app.render import step_of_position
 from engine.trace import StepTrace, Verdict
 

@@ -14,14 +14,16 @@ import gradio as gr
 import numpy as np
 
 from app import plots, render, text
+from app.checked import refusal
 from app.detail import first_position, token_detail
 from app.lanes import Lane, interleave, summary
 from app.outputs import ComparisonOutputs, LoadOutputs, panel_values
 from app.request import PANELS, CompareRequest
 from app.runtime import RunState, Runtime, usable_methods
-from app.shipped import load_sweep
+from app.shipped import SWEEP_DIR, load_sweep
 from engine.config import InvalidInput
 from engine.image_model import ImageModel
+from engine.methods import METHODS, for_mode
 
 K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
 MIN_UPDATE_S = 0.6  # stream counters and maps at most about twice a second ...
@@ -54,11 +56,12 @@ def _images(model: ImageModel, lanes: list[Lane], shown: list[int]) -> list:
 
 def stream_comparison(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
     """Stream a comparison: images, maps and counters while decoding, everything else at the end."""
+    started = time.perf_counter()
     model, condition, lanes, steps = _start(runtime, request)
     # Counters and maps are cheap and follow every MIN_UPDATE_S; images cost a VQ decode (seconds
     # for a large official decoder on a CPU), so they follow only as often as DECODE_SHARE allows.
     shown, mapped, due, images_due = [-1] * len(lanes), [-1] * len(lanes), 0.0, 0.0
-    for lanes in itertools.chain([lanes], steps):  # the same list each time, updated in place
+    for _ in itertools.chain([lanes], steps):  # the same list each time, updated in place
         now = time.perf_counter()
         if now < due:
             continue
@@ -71,22 +74,22 @@ def stream_comparison(runtime: Runtime, request: CompareRequest) -> Iterator[lis
         yield ComparisonOutputs(images=panel_values(images, None), maps=panel_values(maps, None),
                                 counters=panel_values(counters, "")).flatten()
         due = time.perf_counter() + MIN_UPDATE_S
-    yield final_outputs(runtime, runtime.finish(request, model, lanes)).flatten()
+    yield final_outputs(runtime, runtime.finish(request, model, lanes, started)).flatten()
 
 
 def _start(runtime: Runtime, request: CompareRequest):
     """(model, condition, lanes after every prefill, the steps to come), or a gr.Error naming what is
     wrong: the request's own values first, before a model is loaded (perhaps downloaded) for it."""
     try:
-        options, sampling, methods = request.options(), request.sampling(), request.checked_methods()
+        options, sampling, methods = request.options(), request.sampling(), request.panel_methods()
         runtime.check_condition(request)
         model, condition = runtime.bound_model(request)
         steps = interleave(model, methods, sampling, condition, options)
         lanes = next(steps)  # every method's prefill: a method that cannot run fails here
     except InvalidInput as err:
-        raise gr.Error(str(err)) from err
+        raise refusal(str(err)) from err
     except (OSError, RuntimeError, ValueError) as err:  # missing or broken weight files: say so
-        raise gr.Error(f"model {request.model!r} could not be loaded: {err}") from err
+        raise refusal(f"model {request.model!r} could not be loaded: {err}") from err
     return model, condition, lanes, steps
 
 
@@ -103,8 +106,11 @@ def final_outputs(runtime: Runtime, state: RunState) -> ComparisonOutputs:
                    maps=panel_values(maps, None), counters=panel_values([text.counters_html(r) for r in rows], ""),
                    length_plot=length_figure(state),
                    scrubber=gr.update(maximum=max(1, state.max_step), value=step),
-                   teaching=text.how_it_works(lanes, state.request, state.vocab),
-                   statistics={"request": state.request.__dict__, "methods": rows}, run_state=state,
+                   teaching=text.how_it_works(lanes, state.request, state.vocab, state.wall_ms),
+                   statistics={"request": state.request.__dict__, "methods": rows,
+                               "comparison_wall_ms": None if state.wall_ms is None else round(state.wall_ms, 1),
+                               "panels_decode_ms": round(sum(lane.elapsed_ms for lane in lanes), 1)},
+                   run_state=state,
                    inspect_panel=panel)
 
 
@@ -138,7 +144,7 @@ def inspect_position(runtime: Runtime, state: RunState, panel: int, position: in
     detail = None if position is None else token_detail(lane.traces, position)
     projection = runtime.projection(state.model)
     neighbours = None
-    if detail is not None and detail.drafted is not None:
+    if detail is not None and detail.drafted is not None and "k" in METHODS[lane.method].params:
         neighbours = state.model.neighbours(state.request.k)[detail.drafted]
     return ComparisonOutputs(
         latent_plot=plots.latent_figure(projection.coords, projection.name, detail, neighbours),
@@ -178,16 +184,44 @@ def select(runtime: Runtime, state: RunState | None, panel: int, x: float, y: fl
     return replace(inspect_position(runtime, state, panel, position), inspect_panel=panel).flatten()
 
 
-def tradeoff(delta: float, k: int) -> tuple:
-    """(figure or None, note) for the shipped sweep, the current slider setting marked."""
-    sweep = load_sweep()
+def tradeoff(delta: float, k: int, temperature: float, methods: list[str]) -> tuple:
+    """(figure or None, caption) for the shipped sweep of what the panels run now: the last panel
+    whose method reads delta and k, in the mode the temperature sets; the slider setting marked."""
+    try:
+        greedy = float(temperature) == 0.0
+        relaxed = [m for m in (for_mode(name, greedy) for name in methods) if "delta" in METHODS[m].params]
+    except (TypeError, ValueError, InvalidInput):
+        return None, "The trade-off chart follows the panels' methods and the temperature; one of them is not valid."
+    mode = "greedy" if greedy else "sampling"
+    if not relaxed:
+        return None, "No panel runs a method with delta and k, so there is no trade-off to chart."
+    method = relaxed[-1]
+    sweep = load_sweep(method, greedy)
     if sweep is None:
-        return None, ("No delta/k sweep is shipped yet (assets/sweep.json). The benchmark writes one; "
-                      "until then, move the sliders and press Run to see one setting at a time.")
+        return None, (f"No {mode} sweep of {METHODS[method].title} is shipped. `python -m engine bench --sweep "
+                      f"--sweep-method {method} --temperature {0 if greedy else 1} --json "
+                      f"assets/{SWEEP_DIR}/{method}_{mode}.json` makes one.")
     points, config = sweep
-    setting = ", ".join(f"{key} {value}" for key, value in config.items())
-    note = f"{len(points)} benchmark runs" + (f" ({setting})" if setting else "") + "."
-    return plots.tradeoff_figure(points, float(delta), int(k)), note
+    deltas = ", ".join(f"{d:g}" for d in sorted({p["delta"] for p in points}))
+    ks = ", ".join(str(v) for v in sorted({p["k"] for p in points}))
+    caption = (f"**{METHODS[method].title}, {mode}** (temperature {config.get('temperature', 0):g}, CFG "
+               f"{config.get('cfg', 4):g}): speed-up against quality for delta {deltas} and k {ks}; each point "
+               f"is {config.get('n_images', '?')} images (seed {config.get('seed', 0)}) against vanilla on the same "
+               "images. Bars: 95 % intervals (class accuracy: Wilson; log p: mean of per-image differences). "
+               "Ringed: the sweep point nearest the sliders.")
+    title = f"{METHODS[method].title}, {mode}: speed-up against quality (marker size grows with k)"
+    return plots.tradeoff_figure(points, float(delta), int(k), title), caption
+
+
+def follow_mode(temperature: float, methods: list[str]) -> list[str]:
+    """The panels' menus after the temperature changes: each shows the method it will run, a
+    method's counterpart for sampling above 0 and the method itself again at 0."""
+    try:
+        greedy = float(temperature) == 0.0
+    except (TypeError, ValueError):
+        return list(methods)
+    back = {m.when_sampling: name for name, m in METHODS.items() if m.when_sampling}
+    return [back.get(name, name) if greedy else for_mode(name, greedy) for name in methods]
 
 
 def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: list[str]) -> list:
@@ -196,10 +230,12 @@ def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: 
     codebook plot."""
     try:
         model = runtime.model(name)
-    except InvalidInput as err:
-        raise gr.Error(str(err)) from err
-    except (OSError, RuntimeError, ValueError) as err:  # offline, missing or broken files: say what to do
-        raise gr.Error(f"model {name!r} could not be loaded: {err}") from err
+    except (InvalidInput, OSError, RuntimeError, ValueError) as err:  # offline, missing or broken files
+        # Every other control stays as it was; the status line says what is missing and what to do.
+        message = f"model {name!r} could not be loaded: {err}"
+        refusal(message)
+        unchanged = [gr.skip()] * (3 + len(methods))
+        return unchanged + [f"**Not loaded.** {message}. The controls still run the last model loaded.", gr.skip()]
     is_text = model.needs_prompt
     runnable = model.unbound()
     vocab = runnable.target.cfg.vocab_size
@@ -214,7 +250,7 @@ def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: 
             + [text.model_status(runnable, chosen, is_text), plots.latent_figure(projection.coords, projection.name)])
 
 
-def on_load(runtime: Runtime, delta: float, k: int) -> Iterator[list]:
+def on_load(runtime: Runtime, delta: float, k: int, temperature: float, methods: list[str]) -> Iterator[list]:
     """At page load: the codebook and the sweep at once, then the start-up comparison when ready."""
     first = LoadOutputs()
     try:
@@ -222,7 +258,7 @@ def on_load(runtime: Runtime, delta: float, k: int) -> Iterator[list]:
     except (OSError, RuntimeError, ValueError) as err:  # no model: the page still comes up and says so
         runtime.warm_error = runtime.warm_error or f"the model could not be loaded: {err}"
     first.counters = [text.waiting_html(runtime.warm_error or "Computing a first comparison…")] * PANELS
-    first.tradeoff_plot, first.tradeoff_note = tradeoff(delta, k)
+    first.tradeoff_plot, first.tradeoff_note = tradeoff(delta, k, temperature, methods)
     yield first.flatten()
     state = runtime.cached_run(timeout=300)
     if state is None:

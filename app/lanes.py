@@ -18,9 +18,8 @@ from engine.config import SamplingConfig
 from engine.generate import stream
 from engine.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
+from engine.speed import BASELINE, speedup
 from engine.trace import StepTrace, mean_accepted_length
-
-BASELINE = "vanilla"
 
 
 @dataclass
@@ -59,14 +58,13 @@ class Lane:
         return [v.accept_prob for t in self.traces[1:] for v in t.verdicts]
 
 
-def speedup(lane: Lane, lanes: list[Lane]) -> float | None:
-    """Vanilla's time per token over this lane's, so far: the final speed-up once both are done.
-
-    None when no panel runs vanilla or nothing has been produced yet."""
+def lane_speedup(lane: Lane, lanes: list[Lane]) -> float | None:
+    """The benchmark's speed-up (engine.speed) on this image: vanilla's decode time over this lane's,
+    once both have finished; None before then or when no panel runs vanilla."""
     baseline = next((other for other in lanes if other.method == BASELINE), None)
-    if baseline is None or not len(baseline.tokens) or not len(lane.tokens):
+    if baseline is None or not (baseline.done and lane.done):
         return None
-    return baseline.ms_per_token / lane.ms_per_token
+    return speedup(baseline.elapsed_ms, lane.elapsed_ms)
 
 
 def interleave(model: ImageModel, methods: list[str], sampling: SamplingConfig, class_id: int,
@@ -107,7 +105,7 @@ def _advance(lane: Lane, steps: Iterator[StepTrace]) -> bool:
 def run_to_end(model: ImageModel, methods: list[str], sampling: SamplingConfig, class_id: int,
                options: MethodOptions) -> list[Lane]:
     lanes: list[Lane] = []
-    for lanes in interleave(model, methods, sampling, class_id, options):
+    for lanes in interleave(model, methods, sampling, class_id, options):  # noqa: B007 (the last one is kept)
         pass
     return lanes
 
@@ -116,7 +114,7 @@ def summary(lanes: list[Lane]) -> list[dict]:
     """The numbers a panel shows, one plain dict per lane (also the API's statistics output)."""
     rows = []
     for lane in lanes:
-        ratio = speedup(lane, lanes)
+        ratio = lane_speedup(lane, lanes)
         probs = lane.accept_probs
         rows.append({
             "method": lane.method,

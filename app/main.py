@@ -19,4 +19,7 @@ def main() -> None:
     runtime = Runtime()
     runtime.start(warm=True)
     demo = build_demo(runtime)
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), **launch_options())
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), prevent_thread_lock=True,
+                quiet=True, **launch_options())
+    logging.getLogger("app").info("ready at %s", demo.local_url)
+    demo.block_thread()

@@ -123,25 +123,38 @@ def tree_figure(trace: StepTrace, highlight: Sequence[int] = ()) -> go.Figure:
     return _layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=340)
 
 
-def tradeoff_figure(points: Sequence[dict], delta: float, k: int) -> go.Figure:
-    """Speed-up against quality over a (delta, k) sweep, the current slider setting ringed."""
+# The quality axes of the trade-off chart: the value, its interval where the sweep has one, the axis title.
+QUALITY_AXES = (("class_accuracy", "class_accuracy_ci", "class accuracy"),
+                ("logp_gap", "logp_gap_ci", "log p per token vs vanilla"))
+
+
+def _error_bars(points: Sequence[dict], key: str, interval: str) -> dict | None:
+    if not all(interval in p for p in points):
+        return None
+    return dict(type="data", symmetric=False, thickness=1, width=3, color="#888",
+                array=[p[interval][1] - p[key] for p in points], arrayminus=[p[key] - p[interval][0] for p in points])
+
+
+def tradeoff_figure(points: Sequence[dict], delta: float, k: int, title: str = "") -> go.Figure:
+    """Speed-up against quality over a (delta, k) sweep, 95 % intervals as bars where the sweep has
+    them, the current slider setting ringed."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
-    labels = [f"delta {p['delta']:g}, k {p['k']}: {p['speedup']:.2f}x, MAL {p.get('mal', float('nan')):.2f}"
-              for p in points]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14)
     ks = sorted({int(p["k"]) for p in points})
-    for col, (key, name) in enumerate([("fid_proxy", "FID proxy (lower is better)"),
-                                       ("class_accuracy", "class accuracy")], start=1):
+    current = nearest_point(points, delta, k)
+    for col, (key, interval, name) in enumerate(QUALITY_AXES, start=1):
+        shown = [p for p in points if p.get(key) is not None]
+        labels = [f"delta {p['delta']:g}, k {p['k']}: {p['speedup']:.2f}x, MAL {p['mal']:.2f}, {name} {p[key]:.3f}"
+                  for p in shown]
         fig.add_trace(go.Scatter(
-            x=[p["speedup"] for p in points], y=[p[key] for p in points], mode="markers",
-            text=labels, hoverinfo="text", showlegend=col == 1, name="sweep point",
-            marker=dict(size=[8 + 3 * ks.index(int(p["k"])) for p in points],
-                        color=[p["delta"] for p in points], colorscale="Viridis", cmin=0,
-                        colorbar=dict(title="delta", x=1.02) if col == 2 else None,
-                        line=dict(color="#333", width=0.5))), row=1, col=col)
-        current = nearest_point(points, delta, k)
-        if current is not None:
+            x=[p["speedup"] for p in shown], y=[p[key] for p in shown], mode="markers",
+            error_y=_error_bars(shown, key, interval), text=labels, hoverinfo="text", showlegend=col == 1,
+            name="sweep point", marker=dict(size=[8 + 3 * ks.index(int(p["k"])) for p in shown],
+                                            color=[p["delta"] for p in shown], colorscale="Viridis", cmin=0,
+                                            colorbar=dict(title="delta", x=1.02) if col == 2 else None,
+                                            line=dict(color="#333", width=0.5))), row=1, col=col)
+        if current is not None and current.get(key) is not None:
             fig.add_trace(go.Scatter(
                 x=[current["speedup"]], y=[current[key]], mode="markers", showlegend=col == 1,
                 name=f"current setting (delta {current['delta']:g}, k {current['k']})", hoverinfo="skip",
@@ -149,7 +162,8 @@ def tradeoff_figure(points: Sequence[dict], delta: float, k: int) -> go.Figure:
                 row=1, col=col)
         fig.update_xaxes(title_text="speed-up vs vanilla", row=1, col=col)
         fig.update_yaxes(title_text=name, row=1, col=col)
-    return _layout(fig, "Speed-up against quality across delta and k (marker size grows with k)", height=340)
+    return _layout(fig, title or "Speed-up against quality across delta and k (marker size grows with k)",
+                   height=360)
 
 
 def nearest_point(points: Sequence[dict], delta: float, k: int) -> dict | None:

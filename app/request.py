@@ -12,12 +12,12 @@ from dataclasses import dataclass, fields
 
 from engine.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.static_tree import parse_choices
-from engine.methods import METHODS, MethodOptions
+from engine.methods import METHODS, MethodOptions, for_mode
 
 DEFAULT_METHODS = ("vanilla", "eagle2", "lantern")
 PANELS = len(DEFAULT_METHODS)
 METHOD_PARAMETERS = tuple(f"method_{index + 1}" for index in range(PANELS))  # the API's names for `methods`
-DEFAULT_CLASS = "cat"
+DEFAULT_CLASS = "smiley"
 DEFAULT_MODEL = "embedded"
 
 
@@ -77,6 +77,12 @@ class CompareRequest:
             if name not in METHODS:
                 raise InvalidInput(f"unknown method {name!r}; allowed: {', '.join(METHODS)}")
         return list(self.methods)
+
+    def panel_methods(self) -> list[str]:
+        """The methods the panels run: the chosen ones, each swapped for the method it names for
+        sampling when the temperature is above 0 (LANTERN's static tree for its dynamic one)."""
+        greedy = self.sampling().greedy
+        return [for_mode(name, greedy) for name in self.checked_methods()]
 
     @classmethod
     def from_api(cls, **values) -> CompareRequest:

@@ -7,11 +7,10 @@ show. Official models load on first use, from LANTERN_WEIGHTS_DIR or the Hugging
 from __future__ import annotations
 
 import logging
-import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,7 +26,6 @@ from engine.methods import METHODS
 from engine.official import MODELS as OFFICIAL_MODELS
 
 MODEL_CHOICES = (DEFAULT_MODEL, *OFFICIAL_MODELS)
-WEIGHTS_DIR_VARIABLE = "LANTERN_WEIGHTS_DIR"  # a folder of official files, named as on the Hub
 
 log = logging.getLogger("app.runtime")
 
@@ -40,6 +38,7 @@ class RunState:
     model: ImageModel  # the model the lanes ran on, bound to the request's prompt if it takes one
     lanes: list[Lane]
     finals: list[np.ndarray]  # (H, W, 3) uint8 final image per lane
+    wall_ms: float | None = None  # the whole comparison, request to result, when it was timed
 
     @property
     def grid(self) -> int:
@@ -58,8 +57,7 @@ def load_by_name(name: str) -> LoadedModel:
     """A model by name, on the GPU when there is one (engine.load's policy); official files come from
     the folder named by LANTERN_WEIGHTS_DIR, else from the Hugging Face Hub (offline: a clear error
     at once)."""
-    folder = os.environ.get(WEIGHTS_DIR_VARIABLE) if name != DEFAULT_MODEL else None
-    return load_model(name, Path(folder) if folder else None, device=AUTO, dtype=AUTO)
+    return load_model(name, device=AUTO, dtype=AUTO)
 
 
 class Runtime:
@@ -134,11 +132,17 @@ class Runtime:
         images = model.decode_images(torch.from_numpy(batch).to(device))  # (B, H, W, 3)
         return list(images.cpu().numpy())
 
-    def finish(self, request: CompareRequest, model: ImageModel, lanes: list[Lane]) -> RunState:
-        return RunState(request, model, lanes, self.decode(model, [lane.tokens for lane in lanes]))
+    def finish(self, request: CompareRequest, model: ImageModel, lanes: list[Lane],
+               started: float | None = None) -> RunState:
+        """The finished run, its wall time counted from `started` (time.perf_counter()) if given."""
+        finals = self.decode(model, [lane.tokens for lane in lanes])
+        wall_ms = None if started is None else (time.perf_counter() - started) * 1000.0
+        return RunState(request, model, lanes, finals, wall_ms)
 
-    def start(self, warm: bool = True, request: CompareRequest = CompareRequest()) -> threading.Thread:
-        """Load the model (and, if `warm`, compute the `request` comparison) in a daemon thread."""
+    def start(self, warm: bool = True, request: CompareRequest | None = None) -> threading.Thread:
+        """Load the model (and, if `warm`, compute the `request` comparison, by default the page's
+        defaults) in a daemon thread."""
+        request = request or CompareRequest()
         self._computing_run = warm
         thread = threading.Thread(target=self._warm_up, args=(request if warm else None,),
                                   name="explorer-warm-up", daemon=True)
@@ -147,9 +151,13 @@ class Runtime:
 
     def _warm_up(self, request: CompareRequest | None) -> None:
         try:
-            self.projection(self.model(request.model if request else DEFAULT_MODEL))
+            started = time.perf_counter()
+            name = request.model if request else DEFAULT_MODEL
+            self.projection(self.model(name))
+            log.info("model %s loaded in %.1f s", name, time.perf_counter() - started)
             if request is not None:
                 self._cached = self.run(request)
+                log.info("first comparison ready in %.1f s", time.perf_counter() - started)
         except Exception as err:  # the page must come up even if the first run cannot be made
             log.exception("warm-up failed")
             self.warm_error = str(err)
@@ -158,13 +166,14 @@ class Runtime:
 
     def run(self, request: CompareRequest) -> RunState:
         """A whole comparison without streaming, with methods this model cannot run replaced."""
-        options, methods = request.options(), request.checked_methods()
+        options, methods = request.options(), request.panel_methods()
         self.check_condition(request)
         model, condition = self.bound_model(request)
         methods = usable_methods(model, methods)
         request = CompareRequest(**{**request.__dict__, "methods": tuple(methods)})
+        started = time.perf_counter()
         lanes = run_to_end(model, methods, request.sampling(), condition, options)
-        return self.finish(request, model, lanes)
+        return self.finish(request, model, lanes, started)
 
     def cached_run(self, timeout: float) -> RunState | None:
         """The start-up comparison, waiting for it up to `timeout` s; None if none is being made."""

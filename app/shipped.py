@@ -1,4 +1,4 @@
-"""Small precomputed results shipped in assets/: the codebook projection and the delta/k sweep."""
+"""Small precomputed results shipped in assets/: the codebook projection and the delta/k sweeps."""
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +12,9 @@ from engine.embedded import ASSETS
 
 UMAP_FILE = "codebook_umap.npy"
 UMAP_META = "codebook_umap.json"  # the codebook fingerprint the projection was computed from
-SWEEP_FILE = "sweep.json"
-SWEEP_KEYS = ("delta", "k", "speedup", "class_accuracy", "fid_proxy", "mal")
+SWEEP_DIR = "sweeps"  # one delta x k sweep per method and mode: sweeps/<method>_<greedy|sampling>.json
+SWEEP_KEYS = ("delta", "k", "speedup", "class_accuracy", "mal")
+SWEEP_INTERVALS = ("class_accuracy_ci", "logp_gap_ci")  # (low, high) pairs, where the sweep has them
 
 
 def codebook_fingerprint(weights: np.ndarray) -> str:
@@ -49,11 +50,16 @@ def load_projection(weights: np.ndarray, assets: Path = ASSETS) -> Projection:
 
 
 class SweepFormatError(ValueError):
-    """sweep.json does not have the documented layout."""
+    """A sweep file does not have the documented layout."""
+
+
+def sweep_path(method: str, greedy: bool, assets: Path = ASSETS) -> Path:
+    return assets / SWEEP_DIR / f"{method}_{'greedy' if greedy else 'sampling'}.json"
 
 
 def parse_sweep(data: dict) -> list[dict]:
-    """Validate {"points": [{delta, k, speedup, class_accuracy, fid_proxy, mal}, ...], "config": {}}."""
+    """Validate {"points": [{delta, k, speedup, class_accuracy, mal, ...}, ...], "config": {}}: the
+    required keys as numbers, fid_proxy and logp_gap as numbers or None, intervals as pairs."""
     points = data.get("points") if isinstance(data, dict) else None
     if not isinstance(points, list) or not points:
         raise SweepFormatError("sweep file has no 'points' list")
@@ -62,13 +68,16 @@ def parse_sweep(data: dict) -> list[dict]:
         missing = [key for key in SWEEP_KEYS if key not in point]
         if missing:
             raise SweepFormatError(f"sweep point {index} lacks {', '.join(missing)}")
-        parsed.append({key: (int(point[key]) if key == "k" else float(point[key])) for key in SWEEP_KEYS})
+        row = {key: (int(point[key]) if key == "k" else float(point[key])) for key in SWEEP_KEYS}
+        row |= {key: None if point.get(key) is None else float(point[key]) for key in ("fid_proxy", "logp_gap")}
+        row |= {key: tuple(map(float, point[key])) for key in SWEEP_INTERVALS if point.get(key) is not None}
+        parsed.append(row)
     return parsed
 
 
-def load_sweep(assets: Path = ASSETS) -> tuple[list[dict], dict] | None:
-    """(points, config) from the shipped sweep, or None when no sweep is shipped."""
-    path = assets / SWEEP_FILE
+def load_sweep(method: str, greedy: bool, assets: Path = ASSETS) -> tuple[list[dict], dict] | None:
+    """(points, config) of the shipped sweep of `method` in that mode, or None when none is shipped."""
+    path = sweep_path(method, greedy, assets)
     if not path.exists():
         return None
     data = json.loads(path.read_text())

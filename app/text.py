@@ -21,9 +21,9 @@ def _stat(label: str, value: str) -> str:
 
 
 def counters_html(row: dict) -> str:
-    """One panel's live counters from its `summary` row."""
+    """One panel's live counters from its `summary` row, and what its method does."""
     ratio = row["speedup_vs_vanilla"]
-    speed = "n/a" if ratio is None else f"{ratio:.2f}x"
+    speed = ("…" if not row["done"] else "n/a") if ratio is None else f"{ratio:.2f}x"
     state = "done" if row["done"] else "decoding"
     kind = "lossless" if row["lossless"] else "lossy (relaxed)"
     return ('<div class="lane-stats">'
@@ -33,7 +33,9 @@ def counters_html(row: dict) -> str:
             + _stat("time", f"{row['wall_ms'] / 1000:.2f} s")
             + _stat("speed-up", speed)
             + f'<div style="font-size:0.75em;opacity:0.7;margin-top:2px">{state} · {kind} · MAL = tokens per '
-            'target pass · speed-up against vanilla</div></div>')
+            'target pass · speed-up against vanilla, once both are done</div>'
+            + f'<div style="font-size:0.8em;margin-top:4px">{html.escape(METHODS[row["method"]].summary)}</div>'
+            '</div>')
 
 
 def model_status(model, methods: list[str], is_text: bool) -> str:
@@ -53,7 +55,8 @@ def waiting_html(message: str) -> str:
 
 def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbours: np.ndarray | None,
                     request: CompareRequest) -> str:
-    """The inspector: what was drafted at a position, and why it was kept or not."""
+    """The inspector: what was drafted at a position, and why it was kept or not. `neighbours` (the
+    draft's nearest codes) is given only for methods whose rule credits them."""
     if detail is None:
         return "Click a token of an image (or move the step slider) to inspect how it was decided."
     row, col = divmod(detail.position, grid)
@@ -68,7 +71,9 @@ def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbour
     for cand in detail.candidates:
         used = ", ".join(f"{t} ({m:.3f})" for t, m in zip(cand.neighbours[:5], cand.neighbour_mass[:5]))
         more = f", … {len(cand.neighbours) - 5} more" if len(cand.neighbours) > 5 else ""
-        credit = f"{len(cand.neighbours)} codes, Σp = {cand.neighbour_mass.sum():.3f}: {used}{more}" if len(cand.neighbours) else "none"
+        credit = "none"
+        if len(cand.neighbours):
+            credit = f"{len(cand.neighbours)} codes, Σp = {cand.neighbour_mass.sum():.3f}: {used}{more}"
         verdict = "✔ kept" if cand.accepted else "✘"
         lines.append(f"| {cand.token} | {cand.token_prob:.3f} | {cand.accept_prob:.3f} | {verdict} | {credit} |")
     if neighbours is not None:
@@ -112,7 +117,19 @@ def _run_table(lanes: list[Lane]) -> list[str]:
     return rows
 
 
-def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int) -> str:
+def _clocks(lanes: list[Lane], wall_ms: float | None) -> str:
+    """Where the comparison's time went: the panels' own clocks against the whole wall time."""
+    decoding = sum(lane.elapsed_ms for lane in lanes) / 1000
+    clocks = " + ".join(f"{lane.elapsed_ms / 1000:.2f} s" for lane in lanes)
+    line = f"The panels' clocks count their own decoding only: {clocks} = {decoding:.2f} s"
+    if wall_ms is None:
+        return line + "."
+    return (line + f". The whole comparison took **{wall_ms / 1000:.2f} s** on this server, one panel at a "
+            "time on the same cores; the difference went to image previews, acceptance maps and streaming.")
+
+
+def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int,
+                 wall_ms: float | None = None) -> str:
     """The teaching section, quoting the numbers of the last run when there is one."""
     uniform = np.log2(vocab)
     entropy = _mean_entropy(lanes) if lanes else None
@@ -123,7 +140,8 @@ def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int) 
         f"**Token selection ambiguity.** Every image token is one of {vocab:,} codebook entries, and many "
         f"of them decode to almost the same patch. So the model's next-token distribution is flat. {flat} "
         f"(a certain choice is 0 bits, a uniform guess over the codebook {uniform:.0f} bits). A drafter's "
-        "best guess is then rarely the token the target samples: speculative decoding barely pays.",
+        "best guess is then often not the token the target picks, and an exact acceptance test throws "
+        "many drafts away.",
         "**The acceptance rule.** A drafter proposes a tree of tokens; the target scores all of them in "
         "one forward pass. A lossless rule (EAGLE-2) keeps a drafted token x with probability "
         "min(1, p(x) / q(x)), where p is the target's distribution and q the drafter's (q(x) = 1 for a "
@@ -134,18 +152,23 @@ def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int) 
         "their summed probability stays within **delta**. It accepts with min(1, (p(x) + Σ p(ni)) / q(x)). "
         "delta bounds how far (in total variation) each decided distribution may move: a larger delta "
         "accepts more drafts and runs faster, at some cost in fidelity; **k** caps how many neighbours "
-        f"are eligible. delta = 0 is exactly EAGLE-2. Current setting: delta = {request.delta:g}, "
+        "are eligible. In the *paper* variant, delta = 0 is the exact rule; the *official* variant (the "
+        "default) also keeps a greedy draft that the credit makes the most likely code, and LANTERN's tree "
+        f"is not EAGLE-2's, so the two panels can differ even then. Current setting: delta = {request.delta:g}, "
         f"k = {request.k}, {request.lantern_variant} variant, lambda = {request.lantern_lambda:g}.",
         *_more_methods(),
     ]
     if lanes:
-        parts += ["**The last run in numbers:**", "\n".join(_run_table(lanes))]
+        parts += ["**The last run in numbers:**", "\n".join(_run_table(lanes)), _clocks(lanes, wall_ms)]
     return "\n\n".join(parts)
 
 
 def _more_methods() -> list[str]:
-    """A sentence on each further method and setting of the panels' menus."""
+    """The methods of the panels' menus, each in its registry's words, then the settings they share."""
+    listed = "\n".join(f"* **{method.title}** ({'lossless' if method.lossless else 'relaxed'}): {method.summary}"
+                       for method in METHODS.values())
     return [
+        "**The methods:**\n\n" + listed,
         "**The LANTERN variant** (LANTERN, LANTERN++, relaxed SJD): *official* follows LANTERN's released "
         "code, which after rejecting a draft that borrowed mass also rules out the k + 1 nearest codes of "
         "x and, when greedy, keeps x if crediting A makes it the most likely code; *paper* moves A's mass "
@@ -155,10 +178,10 @@ def _more_methods() -> list[str]:
         "each method drafts its own chain, 16 deep for LANTERN's rules and 6 for EAGLE) and bounds A's "
         "mass by (**lambda** - 1) p(x) instead of delta, so a likely draft may borrow more than an unlikely one. "
         "EAGLE drafts the same static tree under the exact rule: LANTERN++'s lossless baseline, and "
-        "*LANTERN, static tree* judges it with LANTERN's delta. When sampling, a static tree samples its "
-        "drafts and judges each with p~(x) / q(x), which the credit lifts above 1 almost always, while "
-        "the dynamic tree's deterministic drafts pass with p~(x) alone: to see LANTERN speed up a sampled "
-        "image, pick *LANTERN, static tree*.",
+        "*LANTERN (static tree)* judges it with LANTERN's delta. When sampling, a static tree samples its "
+        "drafts and judges each with p̃(x) / q(x), where p̃ is p after the credit, which lifts it to near "
+        "certainty, while the dynamic tree's deterministic drafts pass with p̃(x) alone. So above "
+        "temperature 0 a LANTERN panel runs *LANTERN (static tree)*, and its menu says so.",
         "**The dynamic tree** (EAGLE-2, LANTERN) grows up to **depth** levels and keeps the **total tokens** "
         "most promising nodes; ranked by the *rule*, a node's score is its estimated chance of being "
         "reached and accepted, so LANTERN's trees grow deep where its rule accepts nearly everything, and "

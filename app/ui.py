@@ -11,8 +11,7 @@ from app.controls import DEFAULTS, Panels, comparison_controls, racing_panels
 from app.outputs import ComparisonOutputs, LoadOutputs
 from app.request import PANELS, CompareRequest, api_parameters
 from app.runtime import Runtime
-from app.shipped import SWEEP_FILE
-from engine.embedded import ASSETS, VQ as EMBEDDED_VQ
+from engine.embedded import VQ as EMBEDDED_VQ
 
 QUEUE_SIZE = 16  # waiting comparisons beyond this are refused instead of piling up
 CSS = """
@@ -48,7 +47,8 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
                 panels = racing_panels()
         outputs, tradeoff = _results(panels)
         controls |= panels.method_inputs()
-        loading = demo.load(_load_handler(runtime), [controls["delta"], controls["k"]],
+        chart_inputs = [controls["delta"], controls["k"], controls["temperature"], *panels.methods]
+        loading = demo.load(_load_handler(runtime), chart_inputs,
                             LoadOutputs(**vars(outputs), methods=panels.methods, tradeoff_plot=tradeoff[0],
                                         tradeoff_note=tradeoff[1]).flatten(),
                             api_visibility="private", concurrency_id="load", concurrency_limit=None,
@@ -59,8 +59,16 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
                   cancels=[loading])
         _wire_model_choice(runtime, controls, panels, model_status, outputs.latent_plot)
         _wire_inspector(runtime, panels, outputs)
+        controls["temperature"].change(lambda t, *methods: handlers.follow_mode(t, list(methods)),
+                                       [controls["temperature"], *panels.methods], panels.methods,
+                                       api_visibility="private", show_progress="hidden")
+        def chart(delta, k, temperature, *methods):
+            return handlers.tradeoff(delta, k, temperature, list(methods))
+
         for slider in (controls["delta"], controls["k"]):
-            slider.release(handlers.tradeoff, [controls["delta"], controls["k"]], tradeoff, api_visibility="private")
+            slider.release(chart, chart_inputs, tradeoff, api_visibility="private")
+        for control in (controls["temperature"], *panels.methods):
+            control.change(chart, chart_inputs, tradeoff, api_visibility="private", show_progress="hidden")
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return demo
 
@@ -78,8 +86,7 @@ def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
         tree_plot = gr.Plot(label="Draft tree", elem_id="tree-plot", show_label=False)
     with gr.Row():
         with gr.Column():
-            tradeoff_plot = gr.Plot(label="Speed-up against quality", visible=(ASSETS / SWEEP_FILE).exists(),
-                                    elem_id="tradeoff-plot", show_label=False)
+            tradeoff_plot = gr.Plot(label="Speed-up against quality", elem_id="tradeoff-plot", show_label=False)
             tradeoff_note = gr.Markdown()
         teaching = gr.Markdown(text.how_it_works(None, DEFAULTS, EMBEDDED_VQ.codebook_size), elem_id="teaching")
     with gr.Accordion("Statistics (the API's JSON)", open=False):
@@ -116,8 +123,8 @@ def _comparison_endpoint(runtime: Runtime):
 
 
 def _load_handler(runtime: Runtime):
-    def on_load(delta, k):  # a generator, so that Gradio streams its two updates
-        yield from handlers.on_load(runtime, delta, k)
+    def on_load(delta, k, temperature, *methods):  # a generator, so that Gradio streams its two updates
+        yield from handlers.on_load(runtime, delta, k, temperature, list(methods))
 
     return on_load
 

@@ -1,25 +1,25 @@
 """The benchmark: methods interleaved image by image in one run, ratios against vanilla.
 
-Speed-up is the median over images of vanilla's wall time divided by the method's on the same class
-and seed, so that machine load drifting during the run affects both sides of each ratio alike. The
-whole interleaved run can be repeated: each repeat gives one speed-up per method, and the report is
-their median with the lowest and highest, since one run's timing noise can move it by several percent.
+Speed-up is engine.speed's: the median over images of vanilla's wall time divided by the method's on
+the same class and seed. The whole interleaved run can be repeated: each repeat gives one speed-up per
+method, and the report is their median with the lowest and highest, since one run's timing noise can
+move it by several percent.
 Tokens, and so MAL and quality, depend only on the seeds: they come from the first repeat, and every
 other repeat is checked to produce the same tokens.
 """
 from __future__ import annotations
 
 import statistics
+
 import numpy as np
 
 from engine.config import InvalidInput, SamplingConfig
 from engine.generate import Generation, generate
 from engine.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
-from engine.quality import load_classifier, measure
+from engine.quality import load_classifier, mean_interval, measure, share_interval, target_logp
+from engine.speed import BASELINE, median_speedup
 from engine.trace import mean_accepted_length
-
-BASELINE = "vanilla"
 
 
 def image_plan(n_images: int, num_classes: int, seed: int) -> list[tuple[int, int]]:
@@ -53,7 +53,7 @@ def run_repeats(model: ImageModel, methods: list[str], sampling: SamplingConfig,
 
 def speedup(baseline: list[Generation], gens: list[Generation]) -> float:
     """Median over images of vanilla's wall time over the method's, in one repeat."""
-    return statistics.median(b.wall_ms / g.wall_ms for b, g in zip(baseline, gens))
+    return median_speedup((b.wall_ms, g.wall_ms) for b, g in zip(baseline, gens))
 
 
 def step_costs(gens: list[Generation]) -> dict[str, float]:
@@ -92,6 +92,9 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
     classifier = classifier or load_classifier()
     repeats = repeats or [runs]
     baseline = runs[BASELINE]
+    logp = {name: target_logp(model.target, np.stack([g.tokens for g in gens]),
+                              np.array([g.class_id for g in gens]), sampling.cfg_scale)
+            for name, gens in runs.items()}  # (n,) per method
     results = {}
     for name in [m for m in runs if m in requested]:
         gens = runs[name]
@@ -111,13 +114,23 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
             "target_forwards_per_image": statistics.mean(len(g.traces) for g in gens),
             "mean_accept_prob": (float(np.mean([v.accept_prob for v in verdicts])) if verdicts else None),
             "class_accuracy": quality.class_accuracy,
+            "class_accuracy_ci": share_interval(int(round(quality.class_accuracy * len(gens))), len(gens)),
             "fid_proxy": quality.fid_proxy,
+            # The target's log-probability per token of the method's images minus vanilla's, image by
+            # image (same class and seed): the cost of a relaxed rule, which a classifier can miss.
+            "logp": float(logp[name].mean()),
+            "logp_gap": float((logp[name] - logp[BASELINE]).mean()),
+            "logp_gap_ci": mean_interval(logp[name] - logp[BASELINE]),
             "mean_entropy_bits": float(np.mean(entropies)),
             "matches_vanilla_greedy": (
                 all(np.array_equal(b.tokens, g.tokens) for b, g in zip(baseline, gens))
                 if sampling.greedy and name != BASELINE else None),
         }
     return results
+
+
+def _interval(bounds, digits: int) -> str:
+    return f"[{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]"
 
 
 def _as_tensor(tokens: np.ndarray):
@@ -132,7 +145,8 @@ def format_table(results: dict[str, dict]) -> str:
     width = max([len("method"), *map(len, results)]) + 2  # the method names' column
     header = (f"{'method':<{width}}{'speed-up':>9}{'[min-max]':>13}{'MAL':>7}{'sp/MAL':>8}{'accept p':>10}"
               f"{'ms/image':>10}{'ms/step':>9}{'draft':>7}{'verify':>7}{'accept':>7}{'other':>7}"
-              f"{'forwards':>10}{'class acc':>10}{'fid_proxy':>10}{'H bits':>8}{'= vanilla':>10}")
+              f"{'forwards':>10}{'class acc':>10}{'[95% CI]':>13}{'fid_proxy':>10}{'logp gap':>9}{'[95% CI]':>16}"
+              f"{'H bits':>8}{'= vanilla':>10}")
     lines = [header, "-" * len(header)]
     for name, r in results.items():
         accept = "-" if r["mean_accept_prob"] is None else f"{r['mean_accept_prob']:.3f}"
@@ -144,5 +158,6 @@ def format_table(results: dict[str, dict]) -> str:
                      f"{accept:>10}{r['ms_per_image']:>10.0f}{step['wall']:>9.2f}{step['draft']:>7.2f}"
                      f"{step['verify']:>7.2f}{step['accept']:>7.2f}{step['other']:>7.2f}"
                      f"{r['target_forwards_per_image']:>10.1f}{r['class_accuracy']:>10.3f}"
-                     f"{fid:>10}{r['mean_entropy_bits']:>8.2f}{same:>10}")
+                     f"{_interval(r['class_accuracy_ci'], 2):>13}{fid:>10}{r['logp_gap']:>9.3f}"
+                     f"{_interval(r['logp_gap_ci'], 3):>16}{r['mean_entropy_bits']:>8.2f}{same:>10}")
     return "\n".join(lines)

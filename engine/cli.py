@@ -25,9 +25,11 @@ log = logging.getLogger("engine")
 
 def _add_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded",
-                        help="embedded, or an official LlamaGen model such as c2i_B_256 (see the README section on official LlamaGen models)")
+                        help="embedded, or an official LlamaGen model such as c2i_B_256 (see the README section "
+                             "on official LlamaGen models)")
     parser.add_argument("--weights-dir", type=Path, default=None,
-                        help="folder with the official files under their Hub names (else the Hugging Face Hub)")
+                        help="folder with the official files under their Hub names (default: the folder "
+                             "LANTERN_WEIGHTS_DIR names, else the Hugging Face Hub)")
     parser.add_argument("--prompt", default=None, help="the caption, for text-to-image models")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when present)")
     parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPES),

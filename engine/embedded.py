@@ -1,13 +1,16 @@
 """The embedded model shipped in assets/: its sizes, file names and loaders.
 
 Sizes are chosen for a 2-core CPU: 64 x 64 images, a 16 x 16 token grid (LlamaGen's 256 tokens)
-from a 4x-downsampling tokenizer, and a 12-layer target (as deep as LlamaGen-B) that is narrow
-enough to train here, so that a one-layer drafter costs a small fraction of a target step.
+from a 4x-downsampling tokenizer with 4,096 codes (LlamaGen has 16,384; a smaller codebook would give
+each code more probability mass and fill LANTERN's neighbour sets faster), and an 8-layer target
+narrow enough to train here to a flat held-out loss, so that a one-layer drafter costs a small
+fraction of a target step.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from engine.dataset import CLASS_NAMES
@@ -20,9 +23,9 @@ from engine.weights import load_module
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
-VQ = VQConfig(codebook_size=1024, codebook_embed_dim=8, ch=32, ch_mult=(1, 2, 2), z_channels=64,
+VQ = VQConfig(codebook_size=4096, codebook_embed_dim=8, ch=32, ch_mult=(1, 2, 2), z_channels=64,
               num_res_blocks=1)
-TARGET = GPTConfig(dim=192, n_layer=12, n_head=6, vocab_size=VQ.codebook_size,
+TARGET = GPTConfig(dim=128, n_layer=8, n_head=4, vocab_size=VQ.codebook_size,
                    num_classes=len(CLASS_NAMES), cls_token_num=1, grid_size=16)
 # The separate draft model of standard speculative sampling: two layers, width 128.
 SPS_DRAFT = GPTConfig(dim=128, n_layer=2, n_head=4, vocab_size=VQ.codebook_size,
@@ -34,6 +37,13 @@ CLASSIFIER_FILE = "classifier.safetensors"
 EAGLE_FILE = "eagle_drafter.safetensors"
 MEDUSA_FILE = "medusa_heads.safetensors"
 SPS_FILE = "sps_draft.safetensors"
+HELD_OUT_SAMPLE_FILE = "held_out_sample.npz"  # two held-out images a class, for checks without the image sets
+
+
+def load_held_out_sample(assets: Path = ASSETS) -> tuple[np.ndarray, np.ndarray]:
+    """Held-out images (N, 64, 64, 3) uint8 and their class ids (N,)."""
+    with np.load(assets / HELD_OUT_SAMPLE_FILE) as data:
+        return data["images"], data["labels"]
 
 
 def load_embedded_tokenizer(assets: Path = ASSETS) -> VQModel:

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.kv_cache import KVCache
-from engine.tree import causal_mask
 from engine.matmul import linear, weight_state
+from engine.tree import causal_mask
 
 
 def find_multiple(n: int, k: int) -> int:

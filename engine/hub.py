@@ -15,6 +15,8 @@ from engine.weights import WeightsError
 
 log = logging.getLogger("engine.hub")
 
+WEIGHTS_DIR_VARIABLE = "LANTERN_WEIGHTS_DIR"  # a folder of official files, named as on the Hub
+
 
 def hub_url(repo_id: str, filename: str) -> str:
     return f"https://huggingface.co/{repo_id}/resolve/main/{filename}"
@@ -33,7 +35,8 @@ def folder_hint(repo_id: str, patterns: list[str], where: str | Path) -> str:
 def _where(weights_dir: Path | None, sub: str = "") -> str:
     if weights_dir is not None:
         return str(Path(weights_dir) / sub)
-    return f"a folder DIR{'/' + sub if sub else ''} and pass --weights-dir DIR (or go online)"
+    return (f"a folder DIR{'/' + sub if sub else ''}, then set {WEIGHTS_DIR_VARIABLE}=DIR or pass --weights-dir DIR "
+            "(or go online)")
 
 
 def resolve_file(repo_id: str, filename: str, weights_dir: Path | None) -> Path:

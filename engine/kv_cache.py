@@ -20,7 +20,7 @@ class KVCache:
 
     @classmethod
     def for_model(cls, cfg, batch: int, capacity: int, dtype: torch.dtype = torch.float32,
-                  device: torch.device | str = "cpu") -> "KVCache":
+                  device: torch.device | str = "cpu") -> KVCache:
         """A cache for every layer of a model with GPTConfig-style `cfg` (n_layer, n_head, head_dim)."""
         return cls(cfg.n_layer, batch, cfg.n_head, capacity, cfg.head_dim, dtype=dtype, device=device)
 

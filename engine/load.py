@@ -7,12 +7,14 @@ the CPU. The VQ decoder always stays float32.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
 
 from engine.config import InvalidInput
 from engine.embedded import load_embedded
+from engine.hub import WEIGHTS_DIR_VARIABLE
 from engine.image_model import ImageModel
 from engine.official import load_official
 from engine.t2i import TextImageModel
@@ -48,7 +50,8 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
 def load_model(name: str = EMBEDDED, weights_dir: Path | None = None, device: str | torch.device = "cpu",
                dtype: str | torch.dtype | None = AUTO) -> LoadedModel:
     """The embedded model, or an official LlamaGen model (engine.official.MODELS) read from
-    `weights_dir` or the Hugging Face Hub, placed on `device` in `dtype` (see the module's policy)."""
+    `weights_dir` (by default the folder LANTERN_WEIGHTS_DIR names, if set) or the Hugging Face Hub,
+    placed on `device` in `dtype` (see the module's policy)."""
     place_on = resolve_device(device)
     precision = resolve_dtype(dtype, place_on)
     if name == EMBEDDED:
@@ -56,5 +59,6 @@ def load_model(name: str = EMBEDDED, weights_dir: Path | None = None, device: st
             raise InvalidInput("--weights-dir is for official models; the embedded one is read from assets/")
         model = load_embedded()
     else:
-        model = load_official(name, weights_dir)
+        folder = os.environ.get(WEIGHTS_DIR_VARIABLE)
+        model = load_official(name, weights_dir or (Path(folder) if folder else None))
     return model.to(place_on, precision)

@@ -4,8 +4,8 @@ This is the only place that knows methods by name.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -80,6 +80,9 @@ class Method:
     make: Callable[[ImageModel, MethodOptions, torch.nn.Module | None], tuple[Drafter, Rule]]
     drafter: str | None = None  # the trained drafter it needs (a key of ImageModel.drafters)
     params: tuple[str, ...] = ()  # the MethodOptions fields it reads
+    # The method a panel set to this one runs when sampling, where this one's drafts do not suit it.
+    when_sampling: str | None = None
+    summary: str = ""  # what it does, in a sentence or two: the page shows it on the method's panel
 
     def runs_on(self, model: ImageModel) -> bool:
         return self.drafter is None or self.drafter in model.drafters
@@ -171,20 +174,46 @@ JACOBI_PARAMS = ("window", "sjd_init")
 METHODS: dict[str, Method] = {
     m.name: m
     for m in [
-        Method("vanilla", "Vanilla", True, _vanilla),
-        Method("eagle", "EAGLE", True, _eagle, "eagle", ("static_tree",)),
-        Method("eagle2", "EAGLE-2", True, _eagle2, "eagle", ("tree",)),
-        Method("lantern", "LANTERN", False, _lantern, "eagle", ("delta", *LANTERN_PARAMS, "tree")),
-        Method("lantern_static", "LANTERN, static tree", False, _lantern_static, "eagle",
-               ("delta", *LANTERN_PARAMS, "static_tree")),
+        Method("vanilla", "Vanilla", True, _vanilla,
+               summary="One target pass per token: the baseline every speed-up is measured against."),
+        Method("eagle", "EAGLE", True, _eagle, "eagle", ("static_tree",),
+               summary="The EAGLE drafter drafts a fixed tree (by default a chain of 6); the exact rule keeps "
+                       "a draft with probability min(1, p(x) / q(x)), so the output is the target's."),
+        Method("eagle2", "EAGLE-2", True, _eagle2, "eagle", ("tree",),
+               summary="The EAGLE drafter grows a dynamic tree of its most likely tokens, ranked as it goes; "
+                       "the exact rule judges it, so the output is the target's."),
+        # The dynamic tree drafts each node's most likely tokens, which a sampled target keeps only with
+        # p~(x); the static tree samples its drafts, which LANTERN's credit lifts to near-certain acceptance.
+        Method("lantern", "LANTERN", False, _lantern, "eagle", ("delta", *LANTERN_PARAMS, "tree"),
+               when_sampling="lantern_static",
+               summary="EAGLE-2's dynamic tree under LANTERN's rule: a draft also earns the target probability "
+                       "of its nearest codes, within delta. When sampling, the panel runs LANTERN (static "
+                       "tree) instead, whose sampled drafts suit the rule."),
+        Method("lantern_static", "LANTERN (static tree)", False, _lantern_static, "eagle",
+               ("delta", *LANTERN_PARAMS, "static_tree"),
+               summary="LANTERN's rule on a fixed chain of 16 drafts, sampled from the drafter when sampling "
+                       "(the official code's static-tree mode)."),
         Method("lantern_pp", "LANTERN++", False, _lantern_pp, "eagle",
-               ("lantern_lambda", *LANTERN_PARAMS, "static_tree")),
-        Method("sps", "SpS", True, _sps, "sps", ("gamma",)),
-        Method("medusa", "Medusa", False, _medusa, "medusa"),
-        Method("sjd", "SJD", True, _sjd, None, JACOBI_PARAMS),
-        Method("sjd_coupled", "Coupled SJD", True, _sjd_coupled, None, JACOBI_PARAMS),
-        Method("relaxed_sjd", "Relaxed SJD", False, _relaxed_sjd, None, ("delta", *LANTERN_PARAMS, *JACOBI_PARAMS)),
-        Method("gsd", "GSD", False, _gsd, None, (*JACOBI_PARAMS, "gsd_window", "gsd_p_gap", "gsd_distance")),
+               ("lantern_lambda", *LANTERN_PARAMS, "static_tree"),
+               summary="LANTERN on a static chain with the credit bounded by (lambda - 1) p(x) instead of "
+                       "delta: a likely draft may borrow more than an unlikely one."),
+        Method("sps", "SpS", True, _sps, "sps", ("gamma",),
+               summary="Standard speculative sampling: a small separate GPT drafts a chain of gamma tokens, "
+                       "judged by the exact rule."),
+        Method("medusa", "Medusa", False, _medusa, "medusa",
+               summary="Extra heads on the target's last feature guess the next tokens at once; a typical-"
+                       "acceptance test keeps those the target finds likely enough."),
+        Method("sjd", "SJD", True, _sjd, None, JACOBI_PARAMS,
+               summary="Speculative Jacobi decoding: no drafter; the target's own guesses from its last pass "
+                       "are the next drafts, judged by the exact rule."),
+        Method("sjd_coupled", "Coupled SJD", True, _sjd_coupled, None, JACOBI_PARAMS,
+               summary="SJD whose redrawn guesses are coupled to the previous ones, so drafts stay put as often "
+                       "as possible; still lossless."),
+        Method("relaxed_sjd", "Relaxed SJD", False, _relaxed_sjd, None, ("delta", *LANTERN_PARAMS, *JACOBI_PARAMS),
+               summary="SJD's Jacobi drafts judged by LANTERN's rule."),
+        Method("gsd", "GSD", False, _gsd, None, (*JACOBI_PARAMS, "gsd_window", "gsd_p_gap", "gsd_distance"),
+               summary="Grouped speculative decoding: a Jacobi draft is judged together with the codes near it "
+                       "in rank, probability and embedding."),
     ]
 }
 
@@ -192,6 +221,12 @@ METHODS: dict[str, Method] = {
 def methods_taking(*params: str) -> list[str]:
     """The methods that read every one of `params`."""
     return [name for name, method in METHODS.items() if set(params) <= set(method.params)]
+
+
+def for_mode(name: str, greedy: bool) -> str:
+    """The method a panel set to `name` runs, greedy or sampling (see Method.when_sampling)."""
+    swap = get_method(name).when_sampling
+    return swap if swap is not None and not greedy else name
 
 
 def get_method(name: str) -> Method:

@@ -20,8 +20,14 @@ from engine.drafters.eagle_net import EagleNet
 from engine.gpt import GPT, PRESETS, GPTConfig
 from engine.hub import resolve_file, resolve_folder
 from engine.image_model import ImageModel
-from engine.layouts import (drop_ignored, eagle_to_engine, hf_llama_to_llamagen, read_hf_folder, read_json,
-                            read_torch_file)
+from engine.layouts import (
+    drop_ignored,
+    eagle_to_engine,
+    hf_llama_to_llamagen,
+    read_hf_folder,
+    read_json,
+    read_torch_file,
+)
 from engine.t2i import CAPTION_TOKENS, TextImageModel, text_gpt
 from engine.text_encoder import T5_PATTERNS, T5_REPO, T5_REQUIRED, TextEncoder
 from engine.tokenizer import VQConfig, VQModel

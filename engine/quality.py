@@ -10,6 +10,7 @@ from scipy import linalg
 
 from engine.classifier import Classifier, ClassifierConfig
 from engine.embedded import ASSETS, CLASSIFIER_FILE
+from engine.sampling import combine_cfg
 from engine.weights import load_module
 
 
@@ -52,3 +53,41 @@ def measure(classifier: Classifier, images_uint8: np.ndarray, class_ids: np.ndar
                                classifier.reference_mean.double().numpy(),
                                classifier.reference_cov.double().numpy())
     return Quality(float((predicted == np.asarray(class_ids)).mean()), fid, predicted)
+
+
+def share_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's 95 % interval for a share of `hits` out of `n` (class accuracy over n images)."""
+    if n == 0:
+        return 0.0, 1.0
+    share = hits / n
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def mean_interval(values: np.ndarray, z: float = 1.96) -> tuple[float, float]:
+    """Normal 95 % interval of a mean (paired differences over images); (mean, mean) for one value."""
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return mean, mean
+    half = z * float(np.std(values, ddof=1)) / np.sqrt(len(values))
+    return mean - half, mean + half
+
+
+@torch.no_grad()
+def target_logp(target, tokens: np.ndarray, class_ids: np.ndarray, cfg_scale: float,
+                batch: int = 16) -> np.ndarray:
+    """Per image (n,), the target's mean log-probability per token of `tokens` (n, N), teacher-forced
+    under the CFG-guided distribution at temperature 1: how likely the model finds what a method drew.
+
+    A lossless method's images score like vanilla's on average; a relaxed rule that keeps less likely
+    tokens scores lower, even where a classifier still recognises the picture."""
+    scores = []
+    for start in range(0, len(tokens), batch):
+        t = torch.from_numpy(tokens[start:start + batch]).long()  # (b, N)
+        labels = torch.from_numpy(np.asarray(class_ids[start:start + batch])).long()  # (b,)
+        rows = torch.stack([target.training_logits(labels, t).float(),
+                            target.training_logits(torch.full_like(labels, target.null_class), t).float()])
+        guided = combine_cfg(rows, cfg_scale)  # (b, N, V)
+        scores.append(guided.log_softmax(-1).gather(-1, t[..., None]).squeeze(-1).mean(-1))  # (b,)
+    return torch.cat(scores).numpy()

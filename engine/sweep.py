@@ -10,6 +10,10 @@ from engine.config import SamplingConfig
 from engine.image_model import ImageModel
 from engine.methods import MethodOptions
 
+# What each sweep point keeps of its benchmark result.
+SWEEP_FIELDS = ("speedup", "speedup_min", "speedup_max", "mal", "mean_accept_prob", "class_accuracy",
+                "class_accuracy_ci", "fid_proxy", "logp_gap", "logp_gap_ci")
+
 
 def parse_grid(text: str, cast) -> list:
     return [cast(v) for v in text.split(",") if v.strip()]
@@ -25,8 +29,7 @@ def run_sweep(model: ImageModel, sampling: SamplingConfig, n_images: int, base: 
             options = dataclasses.replace(base, delta=delta, k=k)
             runs = run_methods(model, [method], sampling, n_images, options, progress)
             result = summarise(model, runs, sampling, [method], classifier)[method]
-            points.append({"delta": delta, "k": k, **{key: result[key] for key in
-                          ("speedup", "mal", "mean_accept_prob", "class_accuracy", "fid_proxy")}})
+            points.append({"delta": delta, "k": k, **{key: result[key] for key in SWEEP_FIELDS}})
     return {"config": {"method": method, "n_images": n_images, "temperature": sampling.temperature,
                        "cfg": sampling.cfg_scale, "seed": sampling.seed,
                        "tree": dataclasses.asdict(base.tree)},

@@ -21,11 +21,11 @@ class DraftTree:
         self.depths = depths_of(self.parents)  # (N,)
 
     @classmethod
-    def root_only(cls, token: int) -> "DraftTree":
+    def root_only(cls, token: int) -> DraftTree:
         return cls(torch.tensor([token]), torch.tensor([-1]), torch.ones(1, dtype=torch.float64))
 
     @classmethod
-    def chain(cls, tokens: torch.Tensor, q: torch.Tensor, q_dists: torch.Tensor | None = None) -> "DraftTree":
+    def chain(cls, tokens: torch.Tensor, q: torch.Tensor, q_dists: torch.Tensor | None = None) -> DraftTree:
         """tokens (N,) with tokens[0] the root; each node the child of the one before."""
         parents = torch.arange(-1, len(tokens) - 1)
         return cls(tokens, parents, q, q_dists)

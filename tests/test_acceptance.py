@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.config import TreeConfig
 from engine.acceptance import ExactRule
+from engine.config import TreeConfig
 from engine.lantern import LanternRule
 from engine.tree import DraftTree
 from engine.verify import walk

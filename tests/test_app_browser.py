@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from engine.methods import METHODS
-from tests.test_app_server import method_args, pytestmark as needs_embedded_model
+from tests.test_app_server import method_args
+from tests.test_app_server import pytestmark as needs_embedded_model
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",

@@ -86,7 +86,8 @@ def test_clicking_a_token_inspects_it(runtime):
 
 
 def test_page_load_without_a_start_up_run(runtime):
-    updates = [LoadOutputs.unflatten(update) for update in handlers.on_load(runtime, 0.2, 8)]
+    loading = handlers.on_load(runtime, 0.2, 8, 0.0, ["vanilla", "eagle2", "lantern"])
+    updates = [LoadOutputs.unflatten(update) for update in loading]
     assert len(updates) == 2
     assert len(updates[0].latent_plot.data[0].x) == TINY_GPT.vocab_size
     assert "Press Run" in updates[1].counters[0]
@@ -94,7 +95,7 @@ def test_page_load_without_a_start_up_run(runtime):
 
 def test_page_load_shows_the_start_up_run(runtime):
     runtime.start(warm=True, request=REQUEST).join(timeout=120)
-    final = LoadOutputs.unflatten(list(handlers.on_load(runtime, 0.2, 64))[-1])
+    final = LoadOutputs.unflatten(list(handlers.on_load(runtime, 0.2, 64, 0.0, ["vanilla", "eagle2", "lantern"]))[-1])
     assert final.run_state.lanes[0].method == "vanilla"
     assert final.methods == [lane.method for lane in runtime.cached_run(0).lanes]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.lanes import interleave, run_to_end, speedup, summary
+from app.lanes import interleave, lane_speedup, run_to_end, summary
 from app.request import CompareRequest
 from app.runtime import Runtime, usable_methods
 from engine.config import InvalidInput, SamplingConfig
@@ -66,8 +66,15 @@ def test_summary_counts_and_speedup(tiny_eagle):
 
 def test_speedup_needs_a_vanilla_lane(tiny_eagle):
     lanes = run_to_end(tiny_eagle, ["eagle2", "lantern"], SamplingConfig(), 0, OPTIONS)
-    assert speedup(lanes[0], lanes) is None
+    assert lane_speedup(lanes[0], lanes) is None
     assert summary(lanes)[1]["speedup_vs_vanilla"] is None
+
+
+def test_speedup_is_shown_once_both_lanes_have_finished(tiny_eagle):
+    steps = interleave(tiny_eagle, ["vanilla", "lantern"], SamplingConfig(temperature=0.0), 0, OPTIONS)
+    seen = [[row["speedup_vs_vanilla"] for row in summary(lanes)] for lanes in steps]
+    assert all(ratios[1] is None for ratios in seen[:-1])
+    assert seen[-1][1] is not None and seen[-1][0] == 1.0  # the benchmark's ratio of whole-image times
 
 
 def test_a_method_that_cannot_run_fails_before_any_update(tiny_model):

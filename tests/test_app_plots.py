@@ -6,20 +6,24 @@ import pytest
 import torch
 
 from app import plots, shipped, text
+from app.detail import token_detail
 from app.lanes import run_to_end
 from app.request import CompareRequest
-from app.detail import token_detail
 from engine.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT
 
 SWEEP = {"points": [
-    {"delta": 0.0, "k": 64, "speedup": 1.1, "class_accuracy": 0.9, "fid_proxy": 3.0, "mal": 1.3},
-    {"delta": 0.2, "k": 64, "speedup": 1.6, "class_accuracy": 0.85, "fid_proxy": 3.4, "mal": 1.9},
-    {"delta": 0.2, "k": 256, "speedup": 1.7, "class_accuracy": 0.84, "fid_proxy": 3.6, "mal": 2.0},
-    {"delta": 0.4, "k": 64, "speedup": 2.0, "class_accuracy": 0.8, "fid_proxy": 4.1, "mal": 2.4},
-], "config": {"n_images": 24, "temperature": 1.0}}
+    {"delta": 0.0, "k": 64, "speedup": 1.1, "class_accuracy": 0.9, "fid_proxy": 3.0, "mal": 1.3,
+     "class_accuracy_ci": [0.7, 0.97], "logp_gap": 0.01, "logp_gap_ci": [-0.02, 0.04]},
+    {"delta": 0.2, "k": 64, "speedup": 1.6, "class_accuracy": 0.85, "fid_proxy": 3.4, "mal": 1.9,
+     "class_accuracy_ci": [0.64, 0.95], "logp_gap": -0.1, "logp_gap_ci": [-0.15, -0.05]},
+    {"delta": 0.2, "k": 256, "speedup": 1.7, "class_accuracy": 0.84, "fid_proxy": None, "mal": 2.0,
+     "class_accuracy_ci": [0.63, 0.94], "logp_gap": -0.2, "logp_gap_ci": [-0.3, -0.1]},
+    {"delta": 0.4, "k": 64, "speedup": 2.0, "class_accuracy": 0.8, "fid_proxy": 4.1, "mal": 2.4,
+     "class_accuracy_ci": [0.58, 0.92], "logp_gap": -0.3, "logp_gap_ci": [-0.4, -0.2]},
+], "config": {"n_images": 24, "temperature": 1.0, "cfg": 4.0, "seed": 100}}
 
 
 @pytest.fixture
@@ -69,18 +73,24 @@ def test_latent_figure_marks_drafts_neighbours_and_set_a(lanes):
     assert fig.data[-1].name.startswith("kept") and fig.data[-1].x[0] == coords[detail.token, 0]
 
 
-def test_sweep_file_renders_with_the_current_setting_marked(tmp_path):
-    (tmp_path / shipped.SWEEP_FILE).write_text(json.dumps(SWEEP))
-    points, config = shipped.load_sweep(tmp_path)
-    assert len(points) == 4 and config["n_images"] == 24
+def test_sweep_file_renders_with_intervals_and_the_current_setting_marked(tmp_path):
+    path = shipped.sweep_path("lantern_static", greedy=False, assets=tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps(SWEEP))
+    points, config = shipped.load_sweep("lantern_static", greedy=False, assets=tmp_path)
+    assert len(points) == 4 and config["n_images"] == 24 and points[2]["fid_proxy"] is None
+    assert shipped.load_sweep("lantern_static", greedy=True, assets=tmp_path) is None  # the other mode's file
     fig = plots.tradeoff_figure(points, delta=0.21, k=200)
     marked = [trace for trace in fig.data if trace.name and trace.name.startswith("current")]
     assert len(marked) == 2  # on both panels
-    assert marked[0].x[0] == 1.7 and marked[0].y[0] == 3.6 and marked[1].y[0] == 0.84
+    assert marked[0].x[0] == 1.7 and marked[0].y[0] == 0.84 and marked[1].y[0] == -0.2
+    accuracy = fig.data[0]
+    assert list(accuracy.error_y.array) == pytest.approx([0.07, 0.1, 0.1, 0.12])
+    assert list(accuracy.error_y.arrayminus) == pytest.approx([0.2, 0.21, 0.21, 0.22])
 
 
 def test_no_sweep_shipped_and_bad_sweeps(tmp_path):
-    assert shipped.load_sweep(tmp_path) is None
+    assert shipped.load_sweep("lantern", greedy=True, assets=tmp_path) is None
     broken = {"points": [{"delta": 0.1, "k": 8, "speedup": 1.2}]}
     with pytest.raises(shipped.SweepFormatError, match="class_accuracy"):
         shipped.parse_sweep(broken)
@@ -132,3 +142,11 @@ def test_the_shipped_projection_belongs_to_the_shipped_tokenizer():
     projection = shipped.load_projection(weights)
     assert projection.name == "UMAP", "rerun python -m tools.precompute_umap after retraining the tokenizer"
     assert np.isfinite(projection.coords).all()
+
+
+def test_every_method_is_described_once_from_the_registry():
+    from engine.methods import METHODS
+
+    lesson = text.how_it_works(None, CompareRequest(), 4096)
+    for method in METHODS.values():
+        assert method.summary and f"**{method.title}**" in lesson and method.summary in lesson

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from app import render
-from app.lanes import run_to_end
 from app.detail import first_position, token_detail
+from app.lanes import run_to_end
 from engine.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.methods import MethodOptions

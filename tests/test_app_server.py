@@ -60,7 +60,7 @@ def test_default_compare_streams_then_returns_three_images_and_statistics(server
     rows = statistics["methods"]
     assert [row["method"] for row in rows][0] == "vanilla" and rows[0]["speedup_vs_vanilla"] == 1.0
     assert all(row["mean_accepted_length"] >= 1.0 for row in rows)
-    assert statistics["request"]["class_name"] == "cat"
+    assert statistics["request"]["class_name"] == "smiley"
 
 
 @pytest.mark.parametrize("arguments, named", [

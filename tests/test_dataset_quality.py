@@ -1,17 +1,49 @@
-import numpy as np
+import hashlib
+import io
+import tarfile
 
-from engine.dataset import CLASS_NAMES, make_images
+import numpy as np
+import pytest
+
+from engine.dataset import CLASS_NAMES, CLASS_OF_SUBCATEGORY, CLASSES, HELD_OUT_ONE_IN, place, split_of
+from engine.emoji_sources import TWEMOJI, SourceError, fetch
 from engine.quality import frechet_distance
 
 
-def test_dataset_is_deterministic_and_has_distinct_named_classes():
-    assert len(CLASS_NAMES) >= 10 and len(set(CLASS_NAMES)) == len(CLASS_NAMES)
-    a, b = make_images(3, 4, seed=0), make_images(3, 4, seed=0)
-    assert a.shape == (4, 64, 64, 3) and a.dtype == np.uint8
-    assert np.array_equal(a, b)
-    assert not np.array_equal(a, make_images(3, 4, seed=1))
-    means = [make_images(c, 8, seed=0).reshape(-1, 3).mean(0) for c in (0, 1, 7)]
-    assert min(np.abs(means[i] - means[j]).sum() for i in range(3) for j in range(i)) > 20
+def test_classes_are_distinct_and_each_subcategory_belongs_to_one_class():
+    assert len(CLASS_NAMES) == 16 and len(set(CLASS_NAMES)) == len(CLASS_NAMES)
+    subcategories = [sub for c in CLASSES for sub in c.subcategories]
+    assert len(subcategories) == len(set(subcategories)) == len(CLASS_OF_SUBCATEGORY)
+
+
+def test_held_out_split_is_a_fixed_eighth_of_the_emoji():
+    bases = [f"{code:x}" for code in range(0x1F300, 0x1FA00)]
+    held = [b for b in bases if split_of(b) == "held_out"]
+    assert abs(len(held) / len(bases) - 1 / HELD_OUT_ONE_IN) < 0.02
+    assert [split_of(b) for b in bases] == [split_of(b) for b in bases]  # the same on every call
+
+
+def test_placing_a_picture_keeps_it_whole_on_a_white_canvas():
+    picture = np.zeros((64, 64, 4), np.uint8)
+    picture[16:48, 16:48] = (200, 30, 30, 255)  # an opaque red square on a transparent picture
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        image = place(picture, rng)
+        assert image.shape == (64, 64, 3) and image.dtype == np.uint8
+        red = (image[..., 0] > 150) & (image[..., 1] < 100)
+        side = np.sqrt(red.sum())
+        assert 0.72 * 32 - 2 <= side <= 32 + 1  # scaled by 0.72 to 1, never cut by the canvas edge
+        assert (~red & (image.min(-1) < 200)).sum() <= 8 * 32  # the rest is white but for a soft edge
+
+
+def test_a_tarball_that_is_not_the_pinned_one_is_refused(tmp_path):
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        tar.addfile(tarfile.TarInfo("package/emoji.json"), io.BytesIO(b""))
+    (tmp_path / TWEMOJI.tarball).write_bytes(data.getvalue())
+    digest = hashlib.sha256(data.getvalue()).hexdigest()
+    with pytest.raises(SourceError, match=f"SHA-256 {digest}; emoji-datasource-twitter@16.0.0 is pinned"):
+        fetch(TWEMOJI, tmp_path)
 
 
 def test_frechet_distance_is_zero_for_equal_statistics_and_grows_with_a_shift():

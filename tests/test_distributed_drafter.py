@@ -33,7 +33,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "-m", "engine.train.distributed", *_args(target, root / "two", steps=4)]
-    for attempt in range(2):  # a second go only for the rendezvous: its free port can be taken meanwhile
+    for _attempt in range(2):  # a second go only for the rendezvous: its free port can be taken meanwhile
         run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         if run.returncode == 0 or "rendezvous" not in run.stderr.lower() and "address" not in run.stderr.lower():
             break

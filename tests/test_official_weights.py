@@ -177,7 +177,8 @@ def test_offline_folder_download_fails_at_once_with_instructions():
 
     started = time.perf_counter()
     with pytest.raises(WeightsError, match=r"download the files of https://huggingface.co/lantern-tests/absent "
-                                           r"matching config.json into a folder DIR/absent and pass --weights-dir"):
+                                           r"matching config.json into a folder DIR/absent, then set "
+                                           r"LANTERN_WEIGHTS_DIR=DIR or pass --weights-dir"):
         resolve_folder("lantern-tests/absent", ["config.json"], ["config.json"], None)
     assert time.perf_counter() - started < 20  # a network attempt would wait far longer
 

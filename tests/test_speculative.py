@@ -5,8 +5,8 @@ import torch
 from engine.config import SamplingConfig, TreeConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
-from engine.gpt import GPTConfig
 from engine.generate import generate
+from engine.gpt import GPTConfig
 from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT, tiny_gpt
 
@@ -106,7 +106,8 @@ def test_keeping_an_accepted_path_gives_the_logits_of_a_full_recomputation():
     sampling = SamplingConfig(temperature=1.0, cfg_scale=1.5)
     with torch.no_grad():
         cache = KVCache(cfg.n_layer, 2, cfg.n_head, cfg.block_size + 16, cfg.head_dim)
-        h = torch.cat([model.embed_condition(rows), model.embed_tokens(torch.tensor(prefix_tokens[:-1]).expand(2, -1))], 1)
+        prefix = torch.tensor(prefix_tokens[:-1]).expand(2, -1)
+        h = torch.cat([model.embed_condition(rows), model.embed_tokens(prefix)], 1)
         n = h.shape[1]
         pos = torch.arange(n)
         model(h, pos, cache, pos, torch.ones(n, n, dtype=torch.bool).tril())

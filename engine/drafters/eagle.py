@@ -37,7 +37,6 @@ from engine.gpt import Rotation
 from engine.sampling import combine_cfg, distribution
 from engine.tree import DraftTree
 
-
 CANDIDATES_PER_CHILD = 4  # how far down the draft ranking children are looked for
 
 

@@ -2,8 +2,8 @@
 
 The tree's shape is fixed: a list of paths of draft ranks, e.g. (0, 1) = the second-best child of
 the best child of the root. Each level runs the EAGLE network once on every node that has children
-there, and each child takes the drafter's token of its rank: its top-k under greedy decoding, its draws without replacement
-under sampling (as LANTERN++'s official code drafts). Unlike EAGLE-2's dynamic tree, no
+there, and each child takes the drafter's token of its rank: its top-k under greedy decoding, its
+draws without replacement under sampling (as LANTERN++'s official code drafts). Unlike EAGLE-2's dynamic tree, no
 confidence score decides where the tree grows, which LANTERN++ found to suit relaxed acceptance,
 where a flat draft distribution says little about what will be accepted.
 """

@@ -20,19 +20,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet, training_forward
 from engine.embedded import ASSETS, EAGLE_FILE
-from engine.config import SamplingConfig
 from engine.gpt import GPT
 from engine.sampling import combine_cfg
-from engine.train.common import HELDOUT_SEED, setup_logging
+from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, setup_logging
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
 
 log = logging.getLogger("engine.train.agreement")
 
+HELDOUT_SEED = 1  # which held-out images are picked
 HELDOUT_SEED_SAMPLES = 1_000_003  # training runs sample with their own --seed
-HELDOUT_PER_CLASS = 50  # 600 held-out images, a different draw of crops than the training split
 
 
 @torch.no_grad()
@@ -60,9 +60,11 @@ def agreement(net: EagleNet, target: GPT, data: dict[str, np.ndarray], cfg_scale
             for d in range(depth) for i, k in enumerate(top)}
 
 
-def heldout_features(run_dir: Path, target: GPT, images: int) -> dict[str, np.ndarray]:
-    """Target features of `images` held-out images (both CFG rows), cached in run_dir."""
-    codes, labels = cached_codes(run_dir, HELDOUT_PER_CLASS, HELDOUT_SEED)
+def heldout_features(run_dir: Path, target: GPT, images: int,
+                     codes_source: tuple[Path, Path]) -> dict[str, np.ndarray]:
+    """Target features of `images` held-out images (both CFG rows), cached in run_dir; the images
+    come from the data folder, encoded with the tokenizer of the assets folder (`codes_source`)."""
+    codes, labels = cached_codes(*codes_source, "held_out", HELD_OUT_DRAWS)
     return cached_features(run_dir, target, codes, labels, images, HELDOUT_SEED, name="heldout")
 
 
@@ -73,10 +75,11 @@ def heldout_samples(run_dir: Path, target: GPT, count: int) -> dict[str, np.ndar
     return cached_sampled_features(run_dir, target, count, sampling)
 
 
-def heldout_agreement(run_dir: Path, net: EagleNet, target: GPT, count: int,
-                      cfg_scale: float = 4.0) -> dict[str, dict[str, float]]:
+def heldout_agreement(run_dir: Path, net: EagleNet, target: GPT, count: int, cfg_scale: float = 4.0,
+                      codes_source: tuple[Path, Path] = (DATA_DIR, ASSETS)) -> dict[str, dict[str, float]]:
     """Agreement on `count` held-out images and on `count` held-out samples (data cached in run_dir)."""
-    return {"held-out images": agreement(net, target, heldout_features(run_dir, target, count), cfg_scale),
+    return {"held-out images": agreement(net, target, heldout_features(run_dir, target, count, codes_source),
+                                         cfg_scale),
             "held-out samples": agreement(net, target, heldout_samples(run_dir, target, count), cfg_scale)}
 
 
@@ -85,17 +88,20 @@ def main(argv: list[str] | None = None) -> None:
     from engine.embedded import load_embedded_target
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--drafter", type=Path, default=ASSETS / EAGLE_FILE)
-    parser.add_argument("--run-dir", type=Path, default=Path("runs"), help="where held-out data is cached")
+    parser.add_argument("--assets", type=Path, default=ASSETS, help="the target, tokenizer and drafter")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/agreement"), help="where held-out data is cached")
     parser.add_argument("--images", type=int, default=240, help="held-out images, and as many samples")
     parser.add_argument("--cfg", type=float, default=4.0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     setup_logging()
-    target = load_embedded_target()
-    result = heldout_agreement(args.run_dir, load_eagle_net(args.drafter), target, args.images, args.cfg)
+    target = load_embedded_target(args.assets)
+    drafter = args.assets / EAGLE_FILE
+    result = heldout_agreement(args.run_dir, load_eagle_net(drafter), target, args.images, args.cfg,
+                               (args.data_dir, args.assets))
     for name, shares in result.items():
-        log.info("%s on %s: %s", args.drafter, name, shares)
+        log.info("%s on %s: %s", drafter, name, shares)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from engine.classifier import Classifier, ClassifierConfig, augment
 from engine.dataset import CLASS_NAMES, to_tensor_range
 from engine.embedded import ASSETS, CLASSIFIER_FILE
-from engine.train.common import HELDOUT_SEED, TRAIN_SEED, cached_dataset, fit, setup_logging
+from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, fit, setup_logging
 from engine.weights import save_model
 
 log = logging.getLogger("engine.train.classifier")
@@ -30,19 +30,18 @@ def evaluate(model: Classifier, images: np.ndarray, labels: np.ndarray) -> tuple
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/classifier"))
-    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--per-class", type=int, default=2000)
-    parser.add_argument("--heldout-per-class", type=int, default=200)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ASSETS / CLASSIFIER_FILE)
+    parser.add_argument("--assets", type=Path, default=ASSETS, help="where the classifier is written")
     args = parser.parse_args(argv)
     setup_logging()
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
-    images, labels = cached_dataset(args.run_dir.parent, args.per_class, TRAIN_SEED)
-    held_images, held_labels = cached_dataset(args.run_dir.parent, args.heldout_per_class, HELDOUT_SEED)
+    images, labels = cached_dataset(args.data_dir, "train", TRAIN_DRAWS)
+    held_images, held_labels = cached_dataset(args.data_dir, "held_out", HELD_OUT_DRAWS)
     cfg = ClassifierConfig(num_classes=len(CLASS_NAMES))
     model = Classifier(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.05)
@@ -64,8 +63,9 @@ def main(argv: list[str] | None = None) -> None:
     f = feats.double()
     model.reference_mean.copy_(f.mean(0).float())
     model.reference_cov.copy_(torch.from_numpy(np.cov(f.numpy(), rowvar=False)).float())
-    save_model(model.eval(), args.out, config=cfg, extra={"heldout_accuracy": accuracy})
-    log.info("held-out accuracy %.3f; wrote %s", accuracy, args.out)
+    out = args.assets / CLASSIFIER_FILE
+    save_model(model.eval(), out, config=cfg, extra={"heldout_accuracy": accuracy})
+    log.info("held-out accuracy %.3f; wrote %s", accuracy, out)
 
 
 if __name__ == "__main__":

@@ -4,32 +4,41 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 
 from engine.dataset import build_dataset
+from engine.embedded import HELD_OUT_SAMPLE_FILE
 
 log = logging.getLogger("engine.train")
 
-TRAIN_SEED = 0  # the training split
-HELDOUT_SEED = 1  # held-out real images: classifier validation and the fid_proxy reference
+DATA_DIR = Path("runs/data")  # the packed image sets and every cached draw of them
+TRAIN_DRAWS = 24000  # placed pictures the tokenizer, the target and the drafters train on
+HELD_OUT_DRAWS = 2000  # placed held-out pictures: validation, the fid_proxy reference
 
 
-def cached_dataset(run_dir: Path, per_class: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Build the dataset once and keep it in the run folder; later commands reuse it."""
-    path = run_dir / f"dataset_{per_class}_{seed}.npz"
+def cached_dataset(data_dir: Path, split: str, draws: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Build `draws` placed pictures of `split` once and keep them in `data_dir`; later commands reuse them."""
+    path = data_dir / f"{split}_{draws}_{seed}.npz"
     if path.exists():
         data = np.load(path)
         return data["images"], data["labels"]
     started = time.perf_counter()
-    images, labels = build_dataset(per_class, seed)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    images, labels = build_dataset(data_dir / "packages", split, draws, seed)
+    data_dir.mkdir(parents=True, exist_ok=True)
     np.savez(path, images=images, labels=labels)
-    log.info("built %d images in %.0f s -> %s", len(images), time.perf_counter() - started, path)
+    log.info("built %d %s images in %.0f s -> %s", len(images), split, time.perf_counter() - started, path)
     return images, labels
+
+
+def write_held_out_sample(data_dir: Path, assets: Path, per_class: int = 2) -> None:
+    """The first `per_class` held-out images of each class, shipped for checks that run offline."""
+    images, labels = cached_dataset(data_dir, "held_out", HELD_OUT_DRAWS)
+    keep = np.concatenate([np.flatnonzero(labels == c)[:per_class] for c in np.unique(labels)])
+    np.savez_compressed(assets / HELD_OUT_SAMPLE_FILE, images=images[keep], labels=labels[keep])
 
 
 def cosine_lr(step: int, total: int, peak: float, warmup: int) -> float:
@@ -68,7 +77,7 @@ class Checkpoint:
 def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, gen: torch.Generator, checkpoint: Path, *,
         steps: int, lr: float, warmup: int, train_step: Callable[[int], str], clip: float | None = None,
         log_every: int = 25, save_every: int = 100, save: Callable[[int], None] | None = None,
-        after_step: Callable[[int], None] | None = None, lead: bool = True) -> int:
+        after_step: Callable[[int], None] | None = None, lead: bool = True, start: int = 0) -> int:
     """The loop of every training command, resumed from `checkpoint` where one exists.
 
     Each step sets the cosine learning rate, calls `train_step(step)` (forward and backward of one
@@ -76,10 +85,11 @@ def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, gen: torch.Gen
     the optimizer, then calls `after_step(steps done)`. Every `log_every` steps the last report is
     logged; every `save_every` steps and at the end the checkpoint is written and `save(steps done)`
     called (for the shipped weights). Only the `lead` process of a distributed run logs and saves.
+    Without a checkpoint the run starts at step `start` (weights committed by an earlier run).
     Returns the step reached.
     """
     ckpt = Checkpoint(checkpoint)
-    step = ckpt.load(model, optimizer, gen)
+    step = ckpt.load(model, optimizer, gen) if ckpt.path.exists() else start
     started, first = time.perf_counter(), step
     while step < steps:
         for group in optimizer.param_groups:

@@ -7,7 +7,8 @@
 
 (`accelerate launch -m engine.train.distributed ...` sets the same environment and works alike.)
 The target's features (its conditional and null rows, both as CFG sees them; for a text-to-image
-target, the rows of each prompt in --prompts) are computed on the fly, so nothing is stored and each process runs the target on its own share of every batch.
+target, the rows of each prompt in --prompts) are computed on the fly, so nothing is stored and each
+process runs the target on its own share of every batch.
 Every process draws the same global batch from the shared seed and trains on its slice;
 DistributedDataParallel averages the gradients. The noise on each sample's input features comes from
 a seed keyed by (step, place in the global batch), so the trained drafter does not depend on how many

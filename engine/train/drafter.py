@@ -10,7 +10,6 @@ import argparse
 import logging
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -19,7 +18,7 @@ from engine.drafters.eagle_net import EagleNet, training_forward
 from engine.embedded import ASSETS, EAGLE_FILE, load_embedded_target
 from engine.sampling import combine_cfg
 from engine.train.agreement import heldout_agreement
-from engine.train.common import fit, setup_logging
+from engine.train.common import DATA_DIR, fit, setup_logging
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
 from engine.weights import save_model
@@ -56,14 +55,15 @@ def _soft_cross_entropy(probs: torch.Tensor, logits: torch.Tensor) -> torch.Tens
     return -(probs * logits.log_softmax(-1)).sum(-1).mean()
 
 
-def training_sources(run_dir: Path, target, images: int, sampled: int,
-                     seed: int) -> dict[str, dict[str, torch.Tensor]]:
+def training_sources(run_dir: Path, target, images: int, sampled: int, seed: int,
+                     codes_source: tuple[Path, Path] = (DATA_DIR, ASSETS)) -> dict[str, dict[str, torch.Tensor]]:
     """The training sequences by source, "real" (VQ codes of images) and "sampled" (by the target):
     tokens (M, N), and features (M, 1 + N, D) float16 under the condition ("cond") and under the
-    null class ("null"), as CFG runs them."""
+    null class ("null"), as CFG runs them. Real images come from the data folder, encoded with the
+    tokenizer of the assets folder (`codes_source`)."""
     sources = {}
     if images:
-        codes, labels = cached_codes(run_dir, per_class=2000)
+        codes, labels = cached_codes(*codes_source)
         sources["real"] = cached_features(run_dir, target, codes, labels, images, seed)
     if sampled:
         sources["sampled"] = cached_sampled_features(run_dir, target, sampled, SamplingConfig(1.0, seed=seed))
@@ -96,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-images", type=int, default=240, help="held-out images for the final agreement")
-    parser.add_argument("--out", type=Path, default=ASSETS / EAGLE_FILE)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--assets", type=Path, default=ASSETS,
+                        help="where the target and tokenizer are read and the drafter is written")
     return parser
 
 
@@ -105,10 +107,12 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging()
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
-    target = load_embedded_target()
+    target = load_embedded_target(args.assets)
+    out = args.assets / EAGLE_FILE
     for p in target.parameters():
         p.requires_grad_(False)
-    sources = training_sources(args.run_dir.parent, target, args.images, args.sampled, args.seed)
+    sources = training_sources(args.run_dir, target, args.images, args.sampled, args.seed,
+                               (args.data_dir, args.assets))
     per_batch = batch_split(sources, args.batch // 2, args.sampled_share)
     log.info("training on %s sequences (per batch: %s), both CFG rows of each",
              {source: len(data["tokens"]) for source, data in sources.items()}, per_batch)
@@ -128,14 +132,14 @@ def main(argv: list[str] | None = None) -> None:
         return f"loss {loss.item():.4f} top-1 agreement {top1:.3f}"
 
     def save(step: int) -> None:
-        save_model(net, args.out, config=target.cfg, extra={"trained_steps": step, "above": args.above})
+        save_model(net, out, config=target.cfg, extra={"trained_steps": step, "above": args.above})
 
     fit(net, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=50,
         train_step=train_step, clip=0.5, save=save)
-    log.info("wrote %s", args.out)
+    log.info("wrote %s", out)
     if args.eval_images:
-        for name, shares in heldout_agreement(args.run_dir.parent, net.eval(), target, args.eval_images,
-                                              args.cfg).items():
+        for name, shares in heldout_agreement(args.run_dir, net.eval(), target, args.eval_images,
+                                              args.cfg, (args.data_dir, args.assets)).items():
             log.info("agreement (CFG %g) on %s: %s", args.cfg, name, shares)
 
 

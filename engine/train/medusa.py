@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
-from engine.train.common import fit, setup_logging
+from engine.train.common import DATA_DIR, fit, setup_logging
 from engine.train.features import cached_features
 from engine.train.target import cached_codes
 from engine.weights import save_model
@@ -46,14 +46,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ASSETS / MEDUSA_FILE)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--assets", type=Path, default=ASSETS,
+                        help="where the target and tokenizer are read and the heads are written")
     args = parser.parse_args(argv)
     setup_logging()
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
-    target = load_embedded_target()
-    codes, labels = cached_codes(args.run_dir.parent, per_class=2000)
-    data = cached_features(args.run_dir.parent, target, codes, labels, args.images, args.seed)
+    target = load_embedded_target(args.assets)
+    out = args.assets / MEDUSA_FILE
+    codes, labels = cached_codes(args.data_dir, args.assets)
+    data = cached_features(args.run_dir, target, codes, labels, args.images, args.seed)
     tokens = torch.from_numpy(np.concatenate([data["tokens"], data["tokens"]]))
     feats = torch.from_numpy(np.concatenate([data["cond"], data["null"]]))
     cfg = MedusaConfig(target.cfg.dim, target.cfg.vocab_size, args.heads)
@@ -70,11 +73,11 @@ def main(argv: list[str] | None = None) -> None:
         return f"loss {loss.item():.4f} top-1 per head " + " ".join(f"{a:.3f}" for a in accuracies)
 
     def save(step: int) -> None:
-        save_model(heads, args.out, config=cfg, extra={"trained_steps": step})
+        save_model(heads, out, config=cfg, extra={"trained_steps": step})
 
     fit(heads, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=30,
         train_step=train_step, save=save)
-    log.info("wrote %s", args.out)
+    log.info("wrote %s", out)
 
 
 if __name__ == "__main__":

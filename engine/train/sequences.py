@@ -32,11 +32,11 @@ class Conditions:
     class_ids: list[int]
 
     @classmethod
-    def of_classes(cls, target: GPT) -> "Conditions":
+    def of_classes(cls, target: GPT) -> Conditions:
         return cls([target] * target.cfg.num_classes, list(range(target.cfg.num_classes)))
 
     @classmethod
-    def of_prompts(cls, model, prompts: list[str]) -> "Conditions":
+    def of_prompts(cls, model, prompts: list[str]) -> Conditions:
         """model: an engine.t2i.TextImageModel; each prompt is encoded once."""
         return cls([model.bind(prompt).target for prompt in prompts], [0] * len(prompts))
 

@@ -2,10 +2,15 @@
 
 Class labels are replaced by the null class 10% of the time (LlamaGen's class dropout) so that one
 network gives both the conditional and the unconditional logits that classifier-free guidance mixes.
+Steps run under bfloat16 autocast (master weights and optimizer in float32): on a CPU with AVX-512
+BF16 a step takes a third to a half of the float32 time. The loss on held-out emoji is logged as the
+run goes and kept in the weights' metadata (`held_out_curve`), so a reader can see whether the curve
+is flat. A run resumes from its checkpoint, or else from committed weights given by --init.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 from pathlib import Path
 
@@ -14,53 +19,84 @@ import torch
 import torch.nn.functional as F
 
 from engine.dataset import to_tensor_range
-from engine.embedded import ASSETS, SPS_DRAFT, SPS_FILE, TARGET, TARGET_FILE, load_embedded_tokenizer
+from engine.embedded import ASSETS, SPS_DRAFT, SPS_FILE, TARGET, TARGET_FILE, TOKENIZER_FILE, load_embedded_tokenizer
 from engine.gpt import GPT
-from engine.train.common import TRAIN_SEED, cached_dataset, fit, setup_logging
-from engine.weights import save_model
+from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, fit, setup_logging
+from engine.weights import load_module, read_metadata, save_model
 
 log = logging.getLogger("engine.train.target")
 
 
-def cached_codes(run_dir: Path, per_class: int, seed: int = TRAIN_SEED) -> tuple[np.ndarray, np.ndarray]:
-    """VQ codes (N, 256) int16 of the dataset drawn with `seed` (by default the training images),
-    encoded once with the shipped tokenizer."""
-    path = run_dir / (f"codes_{per_class}.npz" if seed == TRAIN_SEED else f"codes_{per_class}_{seed}.npz")
+def cached_codes(data_dir: Path, assets: Path, split: str = "train",
+                 draws: int = TRAIN_DRAWS) -> tuple[np.ndarray, np.ndarray]:
+    """VQ codes (N, 256) int16 and labels (N,) of `draws` placed pictures of `split`, encoded once
+    with the tokenizer in `assets` (the cache is keyed by that file's contents)."""
+    tokenizer_file = assets / TOKENIZER_FILE
+    digest = hashlib.sha256(tokenizer_file.read_bytes()).hexdigest()[:12]
+    path = data_dir / f"codes_{split}_{draws}_{digest}.npz"
     if path.exists():
         data = np.load(path)
         return data["codes"], data["labels"]
-    images, labels = cached_dataset(run_dir, per_class, seed)
-    tokenizer = load_embedded_tokenizer()
+    images, labels = cached_dataset(data_dir, split, draws)
+    tokenizer = load_embedded_tokenizer(assets)
     chunks = []
     with torch.inference_mode():
         for start in range(0, len(images), 256):
             chunks.append(tokenizer.encode(to_tensor_range(images[start:start + 256])).numpy())
-            log.info("encoded %d/%d images", start + len(chunks[-1]), len(images))
+    log.info("encoded %d %s images with %s", len(images), split, tokenizer_file)
     codes = np.concatenate(chunks).astype(np.int16)
     np.savez(path, codes=codes, labels=labels)
     return codes, labels
+
+
+@torch.no_grad()
+def held_out_loss(model: GPT, codes: np.ndarray, labels: np.ndarray, bf16: bool) -> float:
+    """Mean next-token cross-entropy (nats) on held-out sequences under their class."""
+    model.eval()
+    total = 0.0
+    for start in range(0, len(codes), 64):
+        tokens = torch.from_numpy(codes[start:start + 64].astype(np.int64))  # (b, 256)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model.training_logits(torch.from_numpy(labels[start:start + 64]), tokens)
+        total += F.cross_entropy(logits.float().flatten(0, 1), tokens.flatten(), reduction="sum").item()
+    model.train()
+    return total / codes.size
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", choices=("target", "sps"), default="target")
     parser.add_argument("--run-dir", type=Path, default=None, help="default: runs/<model>")
-    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--assets", type=Path, default=ASSETS,
+                        help="where the tokenizer is read and the weights are written")
+    parser.add_argument("--init", type=Path, default=None,
+                        help="weights to start from when the run has no checkpoint (their trained_steps)")
+    parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--per-class", type=int, default=2000)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--class-dropout", type=float, default=0.1)
+    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None, help="default: assets/<model file>")
     args = parser.parse_args(argv)
     config = {"target": TARGET, "sps": SPS_DRAFT}[args.model]
-    args.run_dir = args.run_dir or Path("runs") / args.model
-    args.out = args.out or ASSETS / {"target": TARGET_FILE, "sps": SPS_FILE}[args.model]
+    run_dir = args.run_dir or Path("runs") / args.model
+    out = args.assets / {"target": TARGET_FILE, "sps": SPS_FILE}[args.model]
     setup_logging()
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
-    codes, labels = cached_codes(args.run_dir.parent, args.per_class)
-    model = GPT(config)
+    codes, labels = cached_codes(args.data_dir, args.assets)
+    held_codes, held_labels = (a[:1024] for a in cached_codes(args.data_dir, args.assets, "held_out", HELD_OUT_DRAWS))
+    model, start, curve = GPT(config), 0, []
+    resuming = (run_dir / "checkpoint.pt").exists()
+    if args.init is not None and not resuming:
+        model = load_module(args.init, type(config), GPT)
+        start = int(read_metadata(args.init).get("trained_steps", 0))
+        log.info("starting from %s at step %d", args.init, start)
+    curve_source = out if resuming else args.init
+    if curve_source is not None and curve_source.exists():  # the curve so far goes on
+        curve = list(read_metadata(curve_source).get("held_out_curve", []))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
 
     def train_step(step: int) -> str:
@@ -69,17 +105,27 @@ def main(argv: list[str] | None = None) -> None:
         class_ids = torch.from_numpy(labels[index])  # (B,)
         dropped = torch.rand(args.batch, generator=gen) < args.class_dropout
         class_ids = torch.where(dropped, torch.full_like(class_ids, model.null_class), class_ids)
-        logits = model.training_logits(class_ids, tokens)  # (B, 256, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), tokens.flatten())
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model.training_logits(class_ids, tokens)  # (B, 256, V)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), tokens.flatten())
         loss.backward()
-        return f"loss {loss.item():.4f} ({loss.item() / np.log(2):.1f} bits/token)"
+        return f"loss {loss.item():.4f}"
+
+    def after_step(step: int) -> None:
+        if step % args.eval_every == 0 or step == args.steps:
+            curve.append([step, round(held_out_loss(model, held_codes, held_labels, args.bf16), 4)])
+            log.info("step %d: held-out loss %.4f nats/token", *curve[-1])
 
     def save(step: int) -> None:
-        save_model(model, args.out, config=config, extra={"trained_steps": step})
+        # Written beside and renamed, so a run stopped mid-write leaves the last weights whole.
+        partial = out.with_suffix(".partial")
+        save_model(model, partial, config=config, extra={"trained_steps": step, "held_out_curve": curve})
+        partial.replace(out)
 
-    fit(model, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=30,
-        train_step=train_step, clip=1.0, log_every=10, save_every=25, save=save)
-    log.info("wrote %s", args.out)
+    fit(model, optimizer, gen, run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=100,
+        train_step=train_step, clip=1.0, log_every=25, save_every=250, save=save, after_step=after_step,
+        start=start)
+    log.info("wrote %s", out)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Most steps see random 32 x 32 crops (a quarter of the cost; the network is convolutional), the
 last steps whole 64 x 64 images so that the attention blocks see the full 16 x 16 latent grid.
-Codebook entries unused for a while are restarted on encoder outputs, which keeps all 1,024 codes
+Codebook entries unused for a while are restarted on encoder outputs, which keeps all the codes
 alive: a populated codebook is what gives each code near neighbours in latent space.
 """
 from __future__ import annotations
@@ -17,7 +17,15 @@ import torch.nn.functional as F
 from engine.dataset import to_tensor_range
 from engine.embedded import ASSETS, TOKENIZER_FILE, VQ, load_embedded_tokenizer
 from engine.tokenizer import VQModel
-from engine.train.common import HELDOUT_SEED, TRAIN_SEED, cached_dataset, fit, setup_logging
+from engine.train.common import (
+    DATA_DIR,
+    HELD_OUT_DRAWS,
+    TRAIN_DRAWS,
+    cached_dataset,
+    fit,
+    setup_logging,
+    write_held_out_sample,
+)
 from engine.weights import save_model
 
 log = logging.getLogger("engine.train.tokenizer")
@@ -69,8 +77,8 @@ def evaluate(model: VQModel, images) -> tuple[float, int]:
 
 
 def _report(args: argparse.Namespace) -> None:
-    held_out, _ = cached_dataset(args.run_dir.parent, 200, HELDOUT_SEED)
-    psnr, used = evaluate(load_embedded_tokenizer(args.out.parent), held_out)
+    held_out, _ = cached_dataset(args.data_dir, "held_out", HELD_OUT_DRAWS)
+    psnr, used = evaluate(load_embedded_tokenizer(args.assets), held_out)
     log.info("held-out PSNR %.2f dB over %d images; %d of %d codes used", psnr, len(held_out),
              used, VQ.codebook_size)
 
@@ -78,21 +86,21 @@ def _report(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/tokenizer"))
-    parser.add_argument("--steps", type=int, default=1100)
-    parser.add_argument("--full-size-steps", type=int, default=120)
+    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--full-size-steps", type=int, default=150)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--per-class", type=int, default=2000)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ASSETS / TOKENIZER_FILE)
-    parser.add_argument("--evaluate", action="store_true", help="only report held-out PSNR of --out")
+    parser.add_argument("--assets", type=Path, default=ASSETS, help="where the tokenizer is written")
+    parser.add_argument("--evaluate", action="store_true", help="only report held-out PSNR of the written one")
     args = parser.parse_args(argv)
     setup_logging()
     if args.evaluate:
         return _report(args)
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
-    images, _ = cached_dataset(args.run_dir.parent, args.per_class, TRAIN_SEED)
+    images, _ = cached_dataset(args.data_dir, "train", TRAIN_DRAWS)
     model = VQModel(VQ)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     usage = torch.zeros(VQ.codebook_size)
@@ -120,8 +128,11 @@ def main(argv: list[str] | None = None) -> None:
 
     fit(model, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=50,
         train_step=train_step, log_every=50, after_step=after_step)
-    save_model(model, args.out, config=VQ)
-    log.info("wrote %s", args.out)
+    out = args.assets / TOKENIZER_FILE
+    save_model(model, out, config=VQ)
+    write_held_out_sample(args.data_dir, args.assets)
+    log.info("wrote %s and a held-out sample", out)
+    _report(args)
 
 
 if __name__ == "__main__":
