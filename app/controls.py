@@ -12,7 +12,7 @@ from app.checked import Number, Radio, Slider, named
 from app.render import DISPLAY
 from app.request import METHOD_PARAMETERS, PANELS, CompareRequest
 from app.runtime import MODEL_CHOICES
-from engine.config import TREE_SCORES
+from engine.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES
 from engine.dataset import CLASS_NAMES
 from engine.drafters.jacobi import INITS
 from engine.embedded import VQ as EMBEDDED_VQ
@@ -47,8 +47,9 @@ def comparison_controls() -> dict[str, gr.components.Component]:
          "class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULTS.class_name, label="Class", allow_custom_value=True,
                                    info="official class models: an ImageNet class index"),
          "seed": Number(value=DEFAULTS.seed, precision=0, label="Seed", minimum=0),
-         "temperature": Slider(0.0, 2.0, value=DEFAULTS.temperature, step=0.05, label="Temperature (0 = greedy)"),
-         "cfg_scale": Slider(1.0, 8.0, value=DEFAULTS.cfg_scale, step=0.25, label="CFG scale"),
+         "temperature": Slider(*TEMPERATURE_RANGE, value=DEFAULTS.temperature, step=0.05,
+                               label="Temperature (0 = greedy)"),
+         "cfg_scale": Slider(*CFG_SCALE_RANGE, value=DEFAULTS.cfg_scale, step=0.25, label="CFG scale"),
          "top_k": Slider(0, EMBEDDED_VQ.codebook_size, value=DEFAULTS.top_k, step=1, label="Top-k (0 = all codes)"),
          "delta": Slider(0.0, 1.0, value=DEFAULTS.delta, step=0.01, label="delta", elem_id="delta-slider",
                             info=f"LANTERN's budget: target mass it may move onto a draft ({_used_by('delta')})"),
@@ -89,7 +90,7 @@ def comparison_controls() -> dict[str, gr.components.Component]:
         c["gsd_distance"] = Slider(0.0, 10.0, value=DEFAULTS.gsd_distance, step=0.05, label="GSD distance",
                                       info="squared embedding distance, a fraction of the mean one")
     for key, name in REFUSAL_NAMES.items():
-        named(c[key], name, ("0 (greedy)", "2") if key == "temperature" else None)
+        named(c[key], name, ("0 (greedy)", f"{TEMPERATURE_RANGE[1]:g}") if key == "temperature" else None)
     return c
 
 

@@ -24,12 +24,12 @@ DEFAULT_MODEL = "embedded"
 @dataclass(frozen=True)
 class CompareRequest:
     class_name: str = DEFAULT_CLASS
-    seed: int = 0
+    seed: int = SamplingConfig.seed
     # Greedy, the paper's headline setting, where EAGLE-2 and LANTERN visibly speed up on this model;
     # under sampling their deterministic drafts are rarely accepted (see the README's measurements).
     temperature: float = 0.0
-    cfg_scale: float = 4.0
-    top_k: int = 0
+    cfg_scale: float = SamplingConfig.cfg_scale
+    top_k: int = SamplingConfig.top_k
     delta: float = MethodOptions.delta
     k: int = MethodOptions.k
     tree_depth: int = TreeConfig.depth

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.config import TREE_SCORES, InvalidInput, SamplingConfig, TreeConfig
+from engine.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES, InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.jacobi import INITS
 from engine.drafters.static_tree import parse_choices
 from engine.image_model import ImageModel
@@ -38,11 +38,13 @@ def _add_model(parser: argparse.ArgumentParser) -> None:
 
 def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
     _add_model(parser)
-    parser.add_argument("--temperature", type=float, default=temperature, help="0 = greedy")
-    parser.add_argument("--cfg", type=float, default=4.0, help="classifier-free guidance scale")
-    parser.add_argument("--top-k", type=int, default=0, help="0 = off")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=temperature,
+                        help=f"0 = greedy, up to {TEMPERATURE_RANGE[1]:g}")
+    parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale,
+                        help=f"classifier-free guidance scale, {CFG_SCALE_RANGE[0]:g} (off) to {CFG_SCALE_RANGE[1]:g}")
+    parser.add_argument("--top-k", type=int, default=SamplingConfig.top_k, help="0 = off")
+    parser.add_argument("--top-p", type=float, default=SamplingConfig.top_p)
+    parser.add_argument("--seed", type=int, default=SamplingConfig.seed)
     parser.add_argument("--delta", type=float, default=MethodOptions.delta, help="LANTERN's TV budget")
     parser.add_argument("--k", type=int, default=MethodOptions.k, help="LANTERN's neighbour count")
     parser.add_argument("--neighbours", default=MethodOptions.neighbours, help="l2, cosine or random")
@@ -167,6 +169,31 @@ def _sweep(args, model, sampling, options) -> None:
     html = write_sweep(sweep, Path(args.json or "sweep.json"))
     print(f"chart: {html}")
 
+def cmd_samples(args) -> None:
+    """A grid of images, one row per class (of --classes, default all), --per-class a row, each
+    row's seeds running from --seed; the class names written at the left."""
+    from PIL import Image, ImageDraw
+
+    from engine.generate import generate, tokens_to_image
+
+    model = _load_model(args)
+    wanted = [c for c in args.classes.split(",") if c.strip()] if args.classes else range(len(model.class_names))
+    class_ids = [model.class_id(c) for c in wanted]
+    if args.per_class < 1:
+        raise InvalidInput(f"per class {args.per_class} is out of range; allowed: 1 or more")
+    rows = [[tokens_to_image(model, generate(model, args.method, dataclasses.replace(_sampling(args), seed=seed),
+                                             class_id, _options(args)).tokens)
+             for seed in range(args.seed, args.seed + args.per_class)] for class_id in class_ids]
+    size, label = rows[0][0].width, 110
+    grid = Image.new("RGB", (label + args.per_class * size, len(class_ids) * size), "white")
+    draw = ImageDraw.Draw(grid)
+    for row, (class_id, images) in enumerate(zip(class_ids, rows)):
+        draw.text((6, row * size + size // 2 - 6), model.class_names[class_id], fill="black")
+        for col, image in enumerate(images):
+            grid.paste(image, (label + col * size, row * size))
+    grid.save(args.out)
+    print(f"{len(class_ids)} classes x {args.per_class} images ({args.method}) -> {args.out}")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description="LANTERN Explorer engine")
@@ -178,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--tokens-out", default=None)
     _add_sampling(gen, temperature=1.0)
     gen.set_defaults(run=cmd_generate)
+    samples = sub.add_parser("samples", help="a grid of images, one row per class")
+    samples.add_argument("--per-class", type=int, default=8)
+    samples.add_argument("--classes", default="", help="comma-separated class indices or names (default: all)")
+    samples.add_argument("--method", default="vanilla", help=f"one of: {', '.join(METHODS)}")
+    samples.add_argument("--out", default="samples.png")
+    _add_sampling(samples, temperature=1.0)
+    samples.set_defaults(run=cmd_samples)
     bench = sub.add_parser("bench", help="compare methods over many images")
     bench.add_argument("--methods", default="vanilla", help="comma-separated method names")
     bench.add_argument("--n-images", type=int, default=16)

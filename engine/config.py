@@ -8,6 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAX_SEED = 2**63 - 1
+# The allowed ranges of the sampling settings: the checks below, the page's sliders and the command
+# line's help all read these.
+TEMPERATURE_RANGE = (0.0, 2.0)  # 0 is greedy
+CFG_SCALE_RANGE = (1.0, 10.0)  # 1 is no guidance
 
 
 class InvalidInput(ValueError):
@@ -39,12 +43,12 @@ class SamplingConfig:
     top_p_first: bool = False
 
     def __post_init__(self) -> None:
-        _require(0.0 <= self.temperature <= 10.0,
-                 f"temperature {self.temperature} is out of range; allowed: 0 (greedy) to 10")
+        _require(TEMPERATURE_RANGE[0] <= self.temperature <= TEMPERATURE_RANGE[1],
+                 f"temperature {self.temperature} is out of range; allowed: 0 (greedy) to {TEMPERATURE_RANGE[1]:g}")
         _require(self.top_k >= 0, f"top-k {self.top_k} is out of range; allowed: 0 (off) or a positive count")
         _require(0.0 < self.top_p <= 1.0, f"top-p {self.top_p} is out of range; allowed: (0, 1]")
-        _require(1.0 <= self.cfg_scale <= 20.0,
-                 f"CFG scale {self.cfg_scale} is out of range; allowed: 1 (off) to 20")
+        _require(CFG_SCALE_RANGE[0] <= self.cfg_scale <= CFG_SCALE_RANGE[1],
+                 f"CFG scale {self.cfg_scale} is out of range; allowed: 1 (off) to {CFG_SCALE_RANGE[1]:g}")
         _require(0 <= self.seed <= MAX_SEED, f"seed {self.seed} is out of range; allowed: 0 to 2**63 - 1")
 
     @property

@@ -150,3 +150,28 @@ def test_every_method_is_described_once_from_the_registry():
     lesson = text.how_it_works(None, CompareRequest(), 4096)
     for method in METHODS.values():
         assert method.summary and f"**{method.title}**" in lesson and method.summary in lesson
+
+
+def test_tradeoff_chart_follows_the_mode_and_the_lantern_panel(tmp_path, monkeypatch):
+    from app import handlers
+
+    path = shipped.sweep_path("lantern_static", greedy=False, assets=tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps(SWEEP))
+    monkeypatch.setattr(handlers, "load_sweep", lambda method, greedy: shipped.load_sweep(method, greedy, tmp_path))
+    panels = ["vanilla", "eagle2", "lantern"]
+    fig, caption = handlers.tradeoff(0.2, 64, 1.0, panels)  # sampling: the LANTERN panel runs its static tree
+    assert fig is not None and "LANTERN (static tree), sampling" in caption and "24 images" in caption
+    fig, caption = handlers.tradeoff(0.2, 64, 0.0, panels)  # greedy: no sweep of the dynamic tree here
+    assert fig is None and "assets/sweeps/lantern_greedy.json" in caption
+    fig, caption = handlers.tradeoff(0.2, 64, 0.0, ["vanilla", "eagle2", "sjd"])
+    assert fig is None and "No panel runs a method with delta and k" in caption
+
+
+def test_panels_follow_the_mode_both_ways():
+    from app import handlers
+
+    assert handlers.follow_mode(0.7, ["vanilla", "eagle2", "lantern"]) == ["vanilla", "eagle2", "lantern_static"]
+    assert handlers.follow_mode(0.0, ["vanilla", "eagle2", "lantern_static"]) == ["vanilla", "eagle2", "lantern"]
+    assert CompareRequest(temperature=1.0).panel_methods() == ["vanilla", "eagle2", "lantern_static"]
+    assert CompareRequest(temperature=0.0, methods=("lantern_static",)).panel_methods() == ["lantern_static"]

@@ -25,7 +25,7 @@ from engine.drafters.eagle_net import EagleNet, training_forward
 from engine.embedded import ASSETS, EAGLE_FILE
 from engine.gpt import GPT
 from engine.sampling import combine_cfg
-from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, setup_logging
+from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, features_dir, setup_logging
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
 
@@ -36,7 +36,7 @@ HELDOUT_SEED_SAMPLES = 1_000_003  # training runs sample with their own --seed
 
 
 @torch.no_grad()
-def agreement(net: EagleNet, target: GPT, data: dict[str, np.ndarray], cfg_scale: float = 4.0,
+def agreement(net: EagleNet, target: GPT, data: dict[str, np.ndarray], cfg_scale: float = SamplingConfig.cfg_scale,
               depth: int = 2, top: tuple[int, ...] = (1, 3), batch: int = 16) -> dict[str, float]:
     """{"depth1_top1": ..., "depth1_top3": ..., "depth2_top1": ...}: shares over every position of
     every image in `data` (tokens (M, N), cond and null features (M, 1 + N, D))."""
@@ -71,12 +71,12 @@ def heldout_features(run_dir: Path, target: GPT, images: int,
 def heldout_samples(run_dir: Path, target: GPT, count: int) -> dict[str, np.ndarray]:
     """`count` sequences the target sampled itself (temperature 1, CFG 4) with a seed no training
     run uses, and their features."""
-    sampling = SamplingConfig(1.0, cfg_scale=4.0, seed=HELDOUT_SEED_SAMPLES)
+    sampling = SamplingConfig(1.0, seed=HELDOUT_SEED_SAMPLES)
     return cached_sampled_features(run_dir, target, count, sampling)
 
 
-def heldout_agreement(run_dir: Path, net: EagleNet, target: GPT, count: int, cfg_scale: float = 4.0,
-                      codes_source: tuple[Path, Path] = (DATA_DIR, ASSETS)) -> dict[str, dict[str, float]]:
+def heldout_agreement(run_dir: Path, net: EagleNet, target: GPT, count: int,
+                      cfg_scale: float = SamplingConfig.cfg_scale, codes_source: tuple[Path, Path] = (DATA_DIR, ASSETS)) -> dict[str, dict[str, float]]:
     """Agreement on `count` held-out images and on `count` held-out samples (data cached in run_dir)."""
     return {"held-out images": agreement(net, target, heldout_features(run_dir, target, count, codes_source),
                                          cfg_scale),
@@ -90,15 +90,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--assets", type=Path, default=ASSETS, help="the target, tokenizer and drafter")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    parser.add_argument("--run-dir", type=Path, default=Path("runs/agreement"), help="where held-out data is cached")
     parser.add_argument("--images", type=int, default=240, help="held-out images, and as many samples")
-    parser.add_argument("--cfg", type=float, default=4.0)
+    parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     setup_logging()
     target = load_embedded_target(args.assets)
     drafter = args.assets / EAGLE_FILE
-    result = heldout_agreement(args.run_dir, load_eagle_net(drafter), target, args.images, args.cfg,
+    result = heldout_agreement(features_dir(args.data_dir, args.assets), load_eagle_net(drafter), target,
+                               args.images, args.cfg,
                                (args.data_dir, args.assets))
     for name, shares in result.items():
         log.info("%s on %s: %s", drafter, name, shares)

@@ -1,6 +1,7 @@
 """What every training command shares: the cached dataset, seeding, resumable checkpoints, the loop."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
@@ -11,13 +12,24 @@ import numpy as np
 import torch
 
 from engine.dataset import build_dataset
-from engine.embedded import HELD_OUT_SAMPLE_FILE
+from engine.embedded import HELD_OUT_SAMPLE_FILE, TARGET_FILE
 
 log = logging.getLogger("engine.train")
 
 DATA_DIR = Path("runs/data")  # the packed image sets and every cached draw of them
 TRAIN_DRAWS = 24000  # placed pictures the tokenizer, the target and the drafters train on
 HELD_OUT_DRAWS = 2000  # placed held-out pictures: validation, the fid_proxy reference
+
+
+def file_digest(path: Path) -> str:
+    """A short fingerprint of a weights file, so that caches made from it are not reused for another."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def features_dir(data_dir: Path, assets: Path) -> Path:
+    """Where the target's features (drafter and Medusa training data) are cached: one folder per
+    target file, shared by the commands that train on them."""
+    return data_dir / f"features_{file_digest(assets / TARGET_FILE)}"
 
 
 def cached_dataset(data_dir: Path, split: str, draws: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=".npz with codes (M, N) and labels (M,): class ids, or caption line numbers")
     parser.add_argument("--self-sample", type=int, default=64, help="without --codes: sequences to sample")
     parser.add_argument("--sample-temperature", type=float, default=1.0)
-    parser.add_argument("--cfg", type=float, default=4.0, help="CFG scale of self-sampling")
+    parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale, help="CFG scale of self-sampling")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=16, help="global batch, over all processes")
     parser.add_argument("--lr", type=float, default=1e-4)

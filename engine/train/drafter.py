@@ -18,7 +18,7 @@ from engine.drafters.eagle_net import EagleNet, training_forward
 from engine.embedded import ASSETS, EAGLE_FILE, load_embedded_target
 from engine.sampling import combine_cfg
 from engine.train.agreement import heldout_agreement
-from engine.train.common import DATA_DIR, fit, setup_logging
+from engine.train.common import DATA_DIR, features_dir, fit, setup_logging
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
 from engine.weights import save_model
@@ -27,7 +27,8 @@ log = logging.getLogger("engine.train.drafter")
 
 
 def drafter_loss(net: EagleNet, target, tokens: torch.Tensor, feats: torch.Tensor, noise: float,
-                 gen: torch.Generator, guided: float = 0.0, cfg_scale: float = 4.0) -> tuple[torch.Tensor, float]:
+                 gen: torch.Generator, guided: float = 0.0,
+                 cfg_scale: float = SamplingConfig.cfg_scale) -> tuple[torch.Tensor, float]:
     """The loss and the top-1 agreement of each row's own distribution.
 
     With `guided` > 0 the rows come in CFG pairs (the first half conditional, the second half the
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--above", action=argparse.BooleanOptionalAction, default=True,
                         help="also input the token one row above the predicted one")
     parser.add_argument("--guided", type=float, default=0.5, help="weight of the CFG-guided cross-entropy")
-    parser.add_argument("--cfg", type=float, default=4.0, help="CFG scale of the guided loss")
+    parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale, help="CFG scale of the guided loss")
     parser.add_argument("--steps", type=int, default=8000)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -99,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--assets", type=Path, default=ASSETS,
                         help="where the target and tokenizer are read and the drafter is written")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
+                        help="bfloat16 autocast for the training steps (float32 weights and optimizer)")
     return parser
 
 
@@ -111,8 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     out = args.assets / EAGLE_FILE
     for p in target.parameters():
         p.requires_grad_(False)
-    sources = training_sources(args.run_dir, target, args.images, args.sampled, args.seed,
-                               (args.data_dir, args.assets))
+    cache = features_dir(args.data_dir, args.assets)
+    sources = training_sources(cache, target, args.images, args.sampled, args.seed, (args.data_dir, args.assets))
     per_batch = batch_split(sources, args.batch // 2, args.sampled_share)
     log.info("training on %s sequences (per batch: %s), both CFG rows of each",
              {source: len(data["tokens"]) for source, data in sources.items()}, per_batch)
@@ -127,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
             picked.append({name: values[index] for name, values in sources[source].items()})
         tokens = torch.cat([p["tokens"] for p in picked]).long().repeat(2, 1)  # (B, N)
         feats = torch.cat([p[row] for row in ("cond", "null") for p in picked]).float()  # (B, 1 + N, D)
-        loss, top1 = drafter_loss(net, target, tokens, feats, args.noise, gen, args.guided, args.cfg)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss, top1 = drafter_loss(net, target, tokens, feats, args.noise, gen, args.guided, args.cfg)
         loss.backward()
         return f"loss {loss.item():.4f} top-1 agreement {top1:.3f}"
 
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         train_step=train_step, clip=0.5, save=save)
     log.info("wrote %s", out)
     if args.eval_images:
-        for name, shares in heldout_agreement(args.run_dir, net.eval(), target, args.eval_images,
+        for name, shares in heldout_agreement(cache, net.eval(), target, args.eval_images,
                                               args.cfg, (args.data_dir, args.assets)).items():
             log.info("agreement (CFG %g) on %s: %s", args.cfg, name, shares)
 

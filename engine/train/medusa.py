@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
-from engine.train.common import DATA_DIR, fit, setup_logging
+from engine.train.common import DATA_DIR, features_dir, fit, setup_logging
 from engine.train.features import cached_features
 from engine.train.target import cached_codes
 from engine.weights import save_model
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     target = load_embedded_target(args.assets)
     out = args.assets / MEDUSA_FILE
     codes, labels = cached_codes(args.data_dir, args.assets)
-    data = cached_features(args.run_dir, target, codes, labels, args.images, args.seed)
+    data = cached_features(features_dir(args.data_dir, args.assets), target, codes, labels, args.images, args.seed)
     tokens = torch.from_numpy(np.concatenate([data["tokens"], data["tokens"]]))
     feats = torch.from_numpy(np.concatenate([data["cond"], data["null"]]))
     cfg = MedusaConfig(target.cfg.dim, target.cfg.vocab_size, args.heads)

@@ -10,7 +10,6 @@ is flat. A run resumes from its checkpoint, or else from committed weights given
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import torch.nn.functional as F
 from engine.dataset import to_tensor_range
 from engine.embedded import ASSETS, SPS_DRAFT, SPS_FILE, TARGET, TARGET_FILE, TOKENIZER_FILE, load_embedded_tokenizer
 from engine.gpt import GPT
-from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, fit, setup_logging
+from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, file_digest, fit, setup_logging
 from engine.weights import load_module, read_metadata, save_model
 
 log = logging.getLogger("engine.train.target")
@@ -32,8 +31,7 @@ def cached_codes(data_dir: Path, assets: Path, split: str = "train",
     """VQ codes (N, 256) int16 and labels (N,) of `draws` placed pictures of `split`, encoded once
     with the tokenizer in `assets` (the cache is keyed by that file's contents)."""
     tokenizer_file = assets / TOKENIZER_FILE
-    digest = hashlib.sha256(tokenizer_file.read_bytes()).hexdigest()[:12]
-    path = data_dir / f"codes_{split}_{draws}_{digest}.npz"
+    path = data_dir / f"codes_{split}_{draws}_{file_digest(tokenizer_file)}.npz"
     if path.exists():
         data = np.load(path)
         return data["codes"], data["labels"]
