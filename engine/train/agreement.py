@@ -76,7 +76,8 @@ def heldout_samples(run_dir: Path, target: GPT, count: int) -> dict[str, np.ndar
 
 
 def heldout_agreement(run_dir: Path, net: EagleNet, target: GPT, count: int,
-                      cfg_scale: float = SamplingConfig.cfg_scale, codes_source: tuple[Path, Path] = (DATA_DIR, ASSETS)) -> dict[str, dict[str, float]]:
+                      cfg_scale: float = SamplingConfig.cfg_scale,
+                      codes_source: tuple[Path, Path] = (DATA_DIR, ASSETS)) -> dict[str, dict[str, float]]:
     """Agreement on `count` held-out images and on `count` held-out samples (data cached in run_dir)."""
     return {"held-out images": agreement(net, target, heldout_features(run_dir, target, count, codes_source),
                                          cfg_scale),
