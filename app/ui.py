@@ -22,7 +22,9 @@ CSS = """
 INTRO = ("# LANTERN Explorer\nWatch an image autoregressive model paint 256 tokens, once plainly and "
          "twice with speculative decoding, side by side. The panels race on the same class and seed; each "
          "method's clock counts only its own work. Green cells were accepted drafts, amber ones the "
-         "target's own draw (a bonus or a correction).")
+         "target's own draw (a bonus or a correction). The embedded model is small and runs on a CPU: "
+         "an 8-layer LlamaGen GPT that draws 16 emoji categories, learnt from Twemoji, Noto and Fluent "
+         "emoji (credits in the README).")
 LEGEND = ('<div class="legend" style="font-size:0.85em">acceptance map:<span style="background:#2ec478">'
           '</span>accepted draft<span style="background:#f5a623"></span>bonus / correction'
           '<span style="background:#2b303b"></span>not yet</div>')

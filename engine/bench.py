@@ -130,7 +130,7 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
 
 
 def _interval(bounds, digits: int) -> str:
-    return f"[{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]"
+    return f"[{bounds[0]:.{digits}f},{bounds[1]:.{digits}f}]"
 
 
 def _as_tensor(tokens: np.ndarray):

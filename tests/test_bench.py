@@ -30,6 +30,7 @@ def test_bench_interleaves_methods_and_reports_every_field(tiny_model):
     results = summarise(tiny_model, runs, sampling, ["vanilla", "eagle2", "sjd"], tiny_classifier())
     for name in ("eagle2", "sjd"):
         assert results[name]["matches_vanilla_greedy"] is True
+        assert results[name]["logp_gap"] == 0.0 and results[name]["logp_gap_ci"] == (0.0, 0.0)  # same tokens
         assert results[name]["mal"] >= 1.0
         assert 0.0 <= results[name]["mean_accept_prob"] <= 1.0
     vanilla = results["vanilla"]
@@ -46,7 +47,7 @@ def test_one_image_is_measured_without_a_covariance(tiny_model):
     results = summarise(tiny_model, runs, sampling, ["vanilla", "sjd"], tiny_classifier())
     assert results["sjd"]["fid_proxy"] is None and results["sjd"]["class_accuracy"] in (0.0, 1.0)
     row = format_table(results).splitlines()[-1].split()
-    assert row[0] == "sjd" and row[-3] == "-"
+    assert row[0] == "sjd" and row[-5] == "-"  # fid_proxy, before the log p gap, its interval, H and = vanilla
     assert json.loads(json.dumps(results))["sjd"]["fid_proxy"] is None
 
 
@@ -103,3 +104,30 @@ def test_bench_command_line_takes_repeats():
 
     assert build_parser().parse_args(["bench"]).repeats == 3
     assert build_parser().parse_args(["bench", "--repeats", "5"]).repeats == 5
+
+
+def test_target_logp_is_the_guided_log_probability_of_each_token(tiny_model):
+    import numpy as np
+
+    from engine.quality import target_logp
+    from engine.sampling import combine_cfg
+
+    target = tiny_model.target
+    tokens = np.random.default_rng(0).integers(0, TINY_GPT.vocab_size, (2, TINY_GPT.num_image_tokens))
+    scores = target_logp(target, tokens, np.array([0, 2]), cfg_scale=3.0)
+    with torch.no_grad():  # one image, one prefix at a time
+        t = torch.from_numpy(tokens[1]).long()[None]
+        rows = torch.stack([target.training_logits(torch.tensor([2]), t),
+                            target.training_logits(torch.tensor([target.null_class]), t)])
+        expected = combine_cfg(rows, 3.0).log_softmax(-1)[0, torch.arange(t.shape[1]), t[0]].mean()
+    assert scores.shape == (2,) and math.isclose(scores[1], float(expected), rel_tol=1e-5)
+
+
+def test_quality_intervals():
+    from engine.quality import mean_interval, share_interval
+
+    low, high = share_interval(8, 10)  # Wilson's interval, as tabulated
+    assert math.isclose(low, 0.490, abs_tol=1e-3) and math.isclose(high, 0.943, abs_tol=1e-3)
+    assert share_interval(0, 16)[0] == 0.0 and share_interval(16, 16)[1] == 1.0
+    low, high = mean_interval([1.0, 2.0, 3.0])
+    assert math.isclose((low + high) / 2, 2.0) and math.isclose(high - 2.0, 1.96 / math.sqrt(3))

@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also input the token one row above the predicted one")
     parser.add_argument("--guided", type=float, default=0.5, help="weight of the CFG-guided cross-entropy")
     parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale, help="CFG scale of the guided loss")
-    parser.add_argument("--steps", type=int, default=8000)
+    parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--noise", type=float, default=0.1)
