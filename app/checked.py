@@ -23,10 +23,6 @@ def refusal(message: str) -> gr.Error:
     return gr.Error(message, print_exception=False)
 
 
-def _bounds(value: float) -> str:
-    return f"{value:g}"
-
-
 class _Named:
     """What the checked controls share: the name the refusal uses and how the range reads."""
 
@@ -38,9 +34,15 @@ class _Named:
             number = float(payload)
         except (TypeError, ValueError):
             raise refusal(f"{self.input_name} {payload!r} is not a number") from None
-        low, high = self.range_words or (_bounds(minimum), _bounds(maximum))
-        if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
-            raise refusal(f"{self.input_name} {number:g} is out of range; allowed: {low} to {high}")
+        if (minimum is None or number >= minimum) and (maximum is None or number <= maximum):
+            return
+        if self.range_words:
+            allowed = " to ".join(self.range_words)
+        elif maximum is None:
+            allowed = f"{minimum:g} or more"
+        else:
+            allowed = f"{minimum:g} to {maximum:g}"
+        raise refusal(f"{self.input_name} {number:g} is out of range; allowed: {allowed}")
 
     def refuse_choice(self, payload, choices) -> None:
         values = [value for _, value in choices]

@@ -64,11 +64,20 @@ def test_default_compare_streams_then_returns_three_images_and_statistics(server
 
 
 @pytest.mark.parametrize("arguments, named", [
-    ({"delta": 1.5}, "1.5"), ({"seed": -3}, "-3"), ({"class_name": "dragon"}, "dragon"),
-    ({"method_2": "warp"}, "warp"), ({"tree_total": 500}, "500"), ({"seed": 2**64}, str(2**64)),
-    ({"lantern_lambda": 0.5}, "0.5"), ({"gsd_window": 5000}, "GSD window 5000"),
-    ({"static_tree": "0 7.7"}, "'7.7'"), ({"gsd_distance": 12}, "12"),
-    ({"tree_score": "luck"}, "'luck'"), ({"tree_min_score": 1.5}, "1.5"),
+    ({"delta": 1.5}, "delta 1.5 is out of range; allowed: 0 to 1"),
+    ({"temperature": -1}, "temperature -1 is out of range; allowed: 0 (greedy) to 2"),
+    ({"k": 5000}, "k 5000 is out of range; allowed: 1 to 4095"),
+    ({"seed": -3}, "seed -3 is out of range; allowed: 0 or more"),
+    ({"class_name": "dragon"}, "unknown class 'dragon'; allowed: a class index or one of smiley, heart"),
+    ({"method_2": "warp"}, "unknown method 'warp'; allowed: vanilla"),
+    ({"tree_total": 500}, "tree total tokens 500 is out of range; allowed: 2 to 64"),
+    ({"seed": 2**64}, f"seed {2**64} is out of range"),
+    ({"lantern_lambda": 0.5}, "lambda 0.5 is out of range; allowed: 1 to 100"),
+    ({"gsd_window": 5000}, "GSD window 5000 is out of range"),
+    ({"static_tree": "0 7.7"}, "'7.7'"), ({"gsd_distance": 12}, "GSD distance 12 is out of range; allowed: 0 to 10"),
+    ({"tree_score": "luck"}, "unknown tree score 'luck'; allowed: rule, draft"),
+    ({"lantern_variant": "fast"}, "unknown LANTERN variant 'fast'; allowed: official, paper"),
+    ({"tree_min_score": 1.5}, "tree min score 1.5 is out of range; allowed: 0 to 0.95"),
 ])
 def test_invalid_values_get_an_error_naming_them(server, arguments, named):
     from gradio_client import Client
