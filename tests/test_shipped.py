@@ -45,6 +45,17 @@ def test_generate_command_writes_an_image_and_tokens(tmp_path):
     assert Image.open(out).size == (64, 64)
 
 
+def test_samples_command_draws_a_labelled_row_per_class(tmp_path):
+    from PIL import Image
+
+    out = tmp_path / "grid.png"
+    result = run_cli("samples", "--classes", "smiley,heart", "--per-class", "2", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    with Image.open(out) as grid:
+        assert grid.size == (110 + 2 * 64, 2 * 64)
+    assert run_cli("samples", "--classes", "dragon", "--out", str(out)).returncode == 2
+
+
 @pytest.mark.parametrize("args, message", [
     (["--class-id", "99"], "class id 99 is out of range; allowed: 0 to 15"),
     (["--temperature", "-1"], "temperature -1.0 is out of range"),
