@@ -46,3 +46,12 @@ def tiny_eagle(tiny_model) -> ImageModel:
     torch.manual_seed(1)
     tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
     return tiny_model
+
+
+def free_port() -> int:
+    """A port no one listens on now, so that test servers leave 7860 to a running explorer."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

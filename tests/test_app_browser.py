@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from engine.methods import METHODS
+from tests.conftest import free_port
 from tests.test_app_server import method_args
 from tests.test_app_server import pytestmark as needs_embedded_model
 
@@ -33,7 +34,7 @@ def page_url():
     runtime = make_runtime()
     runtime.start(warm=True)  # the page shows a first comparison at load
     demo = build_demo(runtime)
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_options())
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_port=free_port(), **launch_options())
     yield url, runtime
     demo.close()
 

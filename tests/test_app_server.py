@@ -9,6 +9,7 @@ from PIL import Image
 from app.request import DEFAULT_METHODS
 from app.runtime import Runtime, usable_methods
 from engine.embedded import ASSETS, TARGET_FILE, TOKENIZER_FILE
+from tests.conftest import free_port
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.skipif(not (ASSETS / TARGET_FILE).exists() or not (ASSETS / TOKENIZER_FILE).exists(),
@@ -27,7 +28,7 @@ def server():
     runtime = make_runtime()
     runtime.start(warm=False)
     demo = build_demo(runtime)
-    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **launch_options())
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, server_port=free_port(), **launch_options())
     yield url, runtime
     demo.close()
 
