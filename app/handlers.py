@@ -21,7 +21,7 @@ from app.outputs import ComparisonOutputs, LoadOutputs, panel_values
 from app.request import PANELS, CompareRequest
 from app.runtime import RunState, Runtime, usable_methods
 from app.shipped import SWEEP_DIR, load_sweep
-from engine.config import InvalidInput
+from engine.config import InvalidInput, SamplingConfig
 from engine.image_model import ImageModel
 from engine.methods import METHODS, for_mode
 
@@ -188,9 +188,9 @@ def tradeoff(delta: float, k: int, temperature: float, methods: list[str]) -> tu
     """(figure or None, caption) for the shipped sweep of what the panels run now: the last panel
     whose method reads delta and k, in the mode the temperature sets; the slider setting marked."""
     try:
-        greedy = float(temperature) == 0.0
+        greedy = SamplingConfig(temperature=float(temperature)).greedy
         relaxed = [m for m in (for_mode(name, greedy) for name in methods) if "delta" in METHODS[m].params]
-    except (TypeError, ValueError, InvalidInput):
+    except (TypeError, ValueError):  # InvalidInput included
         return None, "The trade-off chart follows the panels' methods and the temperature; one of them is not valid."
     mode = "greedy" if greedy else "sampling"
     if not relaxed:
@@ -217,8 +217,8 @@ def follow_mode(temperature: float, methods: list[str]) -> list[str]:
     """The panels' menus after the temperature changes: each shows the method it will run, a
     method's counterpart for sampling above 0 and the method itself again at 0."""
     try:
-        greedy = float(temperature) == 0.0
-    except (TypeError, ValueError):
+        greedy = SamplingConfig(temperature=float(temperature)).greedy
+    except (TypeError, ValueError):  # InvalidInput included: the menus stay as they are
         return list(methods)
     back = {m.when_sampling: name for name, m in METHODS.items() if m.when_sampling}
     return [back.get(name, name) if greedy else for_mode(name, greedy) for name in methods]

@@ -101,7 +101,8 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
         tokens = np.stack([g.tokens for g in gens])  # (n, grid^2)
         images = np.concatenate([model.decode_images(_as_tensor(chunk)).numpy()
                                  for chunk in np.array_split(tokens, max(1, len(tokens) // 16))])
-        quality = measure(classifier, images, np.array([g.class_id for g in gens]))
+        class_ids = np.array([g.class_id for g in gens])  # (n,)
+        quality = measure(classifier, images, class_ids)
         decoding = [t for g in gens for t in g.traces[1:]]
         verdicts = [v for t in decoding for v in t.verdicts]
         entropies = [e for g in gens for t in g.traces for e in t.entropy_bits]
@@ -114,7 +115,7 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
             "target_forwards_per_image": statistics.mean(len(g.traces) for g in gens),
             "mean_accept_prob": (float(np.mean([v.accept_prob for v in verdicts])) if verdicts else None),
             "class_accuracy": quality.class_accuracy,
-            "class_accuracy_ci": share_interval(int(round(quality.class_accuracy * len(gens))), len(gens)),
+            "class_accuracy_ci": share_interval(int((quality.predicted == class_ids).sum()), len(gens)),
             "fid_proxy": quality.fid_proxy,
             # The target's log-probability per token of the method's images minus vanilla's, image by
             # image (same class and seed): the cost of a relaxed rule, which a classifier can miss.
