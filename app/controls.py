@@ -12,13 +12,13 @@ from app.checked import Number, Radio, Slider, named
 from app.render import DISPLAY
 from app.request import METHOD_PARAMETERS, PANELS, CompareRequest
 from app.runtime import MODEL_CHOICES
-from engine.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES
-from engine.dataset import CLASS_NAMES
+from engine.core.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES
+from engine.data.dataset import CLASS_NAMES
 from engine.drafters.jacobi import INITS
-from engine.embedded import VQ as EMBEDDED_VQ
-from engine.hub import WEIGHTS_DIR_VARIABLE
-from engine.lantern import VARIANTS
+from engine.loading.embedded import VQ as EMBEDDED_VQ
+from engine.loading.hub import WEIGHTS_DIR_VARIABLE
 from engine.methods import METHODS, methods_taking
+from engine.rules.lantern import VARIANTS
 
 DEFAULTS = CompareRequest()
 

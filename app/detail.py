@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.render import step_of_position
-from engine.trace import StepTrace, Verdict
+from engine.core.trace import StepTrace, Verdict
 
 
 @dataclass

@@ -21,8 +21,8 @@ from app.outputs import ComparisonOutputs, LoadOutputs, panel_values
 from app.request import PANELS, CompareRequest
 from app.runtime import RunState, Runtime, usable_methods
 from app.shipped import SWEEP_DIR, load_sweep
-from engine.config import InvalidInput, SamplingConfig
-from engine.image_model import ImageModel
+from engine.core.config import InvalidInput, SamplingConfig
+from engine.loading.image_model import ImageModel
 from engine.methods import METHODS, for_mode
 
 K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.config import SamplingConfig
-from engine.generate import stream
-from engine.image_model import ImageModel
+from engine.commands.generate import stream
+from engine.core.config import SamplingConfig
+from engine.core.trace import StepTrace, mean_accepted_length
+from engine.evaluation.speed import BASELINE, speedup
+from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
-from engine.speed import BASELINE, speedup
-from engine.trace import StepTrace, mean_accepted_length
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Lane:
 
 
 def lane_speedup(lane: Lane, lanes: list[Lane]) -> float | None:
-    """The benchmark's speed-up (engine.speed) on this image: vanilla's decode time over this lane's,
+    """The benchmark's speed-up (engine.evaluation.speed) on this image: vanilla's decode time over this lane's,
     once both have finished; None before then or when no panel runs vanilla."""
     baseline = next((other for other in lanes if other.method == BASELINE), None)
     if baseline is None or not (baseline.done and lane.done):

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.detail import TokenDetail
-from engine.trace import StepTrace
+from engine.core.trace import StepTrace
 
 PANEL_COLOURS = ("#6b7a99", "#3d8bfd", "#f5a623")  # one per panel, left to right
 ACCEPTED, REJECTED, UNTESTED, ROOT = "#2ec478", "#e5484d", "#c9ced8", "#6b7a99"

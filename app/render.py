@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from engine.trace import StepTrace
+from engine.core.trace import StepTrace
 
 DISPLAY = 256  # pixels per side of the pictures the page shows, at least
 PENDING = np.array([52, 57, 68], np.uint8)  # cells not generated yet

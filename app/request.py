@@ -10,7 +10,7 @@ import inspect
 import math
 from dataclasses import dataclass, fields
 
-from engine.config import InvalidInput, SamplingConfig, TreeConfig
+from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.static_tree import parse_choices
 from engine.methods import METHODS, MethodOptions, for_mode
 

@@ -19,11 +19,11 @@ from app.lanes import Lane, run_to_end
 from app.render import padded_tokens
 from app.request import DEFAULT_MODEL, CompareRequest
 from app.shipped import Projection, load_projection
-from engine.config import InvalidInput, check_class_id
-from engine.image_model import ImageModel
-from engine.load import AUTO, LoadedModel, load_model
+from engine.core.config import InvalidInput, check_class_id
+from engine.loading.image_model import ImageModel
+from engine.loading.load import AUTO, LoadedModel, load_model
+from engine.loading.official import MODELS as OFFICIAL_MODELS
 from engine.methods import METHODS
-from engine.official import MODELS as OFFICIAL_MODELS
 
 MODEL_CHOICES = (DEFAULT_MODEL, *OFFICIAL_MODELS)
 
@@ -54,7 +54,7 @@ class RunState:
 
 
 def load_by_name(name: str) -> LoadedModel:
-    """A model by name, on the GPU when there is one (engine.load's policy); official files come from
+    """A model by name, on the GPU when there is one (engine.loading.load's policy); official files come from
     the folder named by LANTERN_WEIGHTS_DIR, else from the Hugging Face Hub (offline: a clear error
     at once)."""
     return load_model(name, device=AUTO, dtype=AUTO)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.embedded import ASSETS
+from engine.loading.embedded import ASSETS
 
 UMAP_FILE = "codebook_umap.npy"
 UMAP_META = "codebook_umap.json"  # the codebook fingerprint the projection was computed from

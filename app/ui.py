@@ -11,7 +11,7 @@ from app.controls import DEFAULTS, Panels, comparison_controls, racing_panels
 from app.outputs import ComparisonOutputs, LoadOutputs
 from app.request import PANELS, CompareRequest, api_parameters
 from app.runtime import Runtime
-from engine.embedded import VQ as EMBEDDED_VQ
+from engine.loading.embedded import VQ as EMBEDDED_VQ
 
 QUEUE_SIZE = 16  # waiting comparisons beyond this are refused instead of piling up
 CSS = """

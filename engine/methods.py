@@ -9,18 +9,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.acceptance import ExactRule, Rule, TypicalRule
-from engine.config import InvalidInput, TreeConfig
+from engine.core.config import InvalidInput, TreeConfig
 from engine.drafters.base import Drafter
 from engine.drafters.eagle import EagleDrafter
 from engine.drafters.jacobi import INITS, JacobiDrafter
 from engine.drafters.medusa import MedusaDrafter
 from engine.drafters.sps import SpsDrafter
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, Choices, StaticTreeDrafter, check_choices
-from engine.gsd import GroupedRule, scaled_window
-from engine.image_model import ImageModel
-from engine.lantern import VARIANTS, LanternRule
-from engine.neighbours import METRICS
+from engine.loading.image_model import ImageModel
+from engine.rules.acceptance import ExactRule, Rule, TypicalRule
+from engine.rules.gsd import GroupedRule, scaled_window
+from engine.rules.lantern import VARIANTS, LanternRule
+from engine.rules.neighbours import METRICS
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class MethodOptions:
     # of 16,384); the shipped sampling sweep measures it against 16, 64 and 1,024 (README).
     k: int = 256
     neighbours: str = "l2"  # l2, cosine, or random (the ablation)
-    lantern_variant: str = "official"  # official (LANTERN's code) or paper (see engine/lantern.py)
+    lantern_variant: str = "official"  # official (LANTERN's code) or paper (see engine/rules/lantern.py)
     # LANTERN++'s bound on the credited mass, (lambda - 1) p(x). On our model (8 images) lambda 2, 3,
     # 5, 10 gave greedy MAL 3.38, 3.57, 3.79, 3.81 and sampling MAL 3.13, 3.26, 3.51 (up to 5), with
     # no measured loss of class accuracy from 3 on (on the earlier seven-node static tree).

@@ -7,9 +7,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
 from engine.drafters.eagle_net import EagleNet  # noqa: E402
-from engine.gpt import GPT, GPTConfig  # noqa: E402
-from engine.image_model import ImageModel  # noqa: E402
-from engine.tokenizer import VQConfig, VQModel  # noqa: E402
+from engine.loading.image_model import ImageModel  # noqa: E402
+from engine.model.gpt import GPT, GPTConfig  # noqa: E402
+from engine.model.tokenizer import VQConfig, VQModel  # noqa: E402
 
 TINY_GPT = GPTConfig(dim=64, n_layer=2, n_head=4, vocab_size=64, num_classes=3, cls_token_num=1,
                      grid_size=4)

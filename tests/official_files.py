@@ -4,8 +4,8 @@ from pathlib import Path
 
 import torch
 
-from engine.official import VQ16
-from engine.tokenizer import VQModel
+from engine.loading.official import VQ16
+from engine.model.tokenizer import VQModel
 from tests.llamagen_reference import t2i_state, to_hf_llama, write_hf_folder
 
 VOCAB = VQ16.codebook_size  # a target and its tokenizer share the codebook

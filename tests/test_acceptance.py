@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from engine.acceptance import ExactRule
-from engine.config import TreeConfig
-from engine.lantern import LanternRule
-from engine.tree import DraftTree
-from engine.verify import walk
+from engine.core.config import TreeConfig
+from engine.core.tree import DraftTree
+from engine.loop.verify import walk
+from engine.rules.acceptance import ExactRule
+from engine.rules.lantern import LanternRule
 
 N_DRAWS = 20_000
 TOLERANCE = 0.016

@@ -9,7 +9,7 @@ from app import handlers
 from app.outputs import ComparisonOutputs
 from app.request import CompareRequest
 from app.runtime import Runtime
-from engine.hub import WEIGHTS_DIR_VARIABLE
+from engine.loading.hub import WEIGHTS_DIR_VARIABLE
 from tests.official_files import WORDS
 
 T2I = "lantern_t2i_XL_256"

@@ -9,7 +9,7 @@ from app import plots, shipped, text
 from app.detail import token_detail
 from app.lanes import run_to_end
 from app.request import CompareRequest
-from engine.config import SamplingConfig
+from engine.core.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT
@@ -132,11 +132,11 @@ def test_inspector_words_list_every_try(lanes):
 
 
 def test_the_shipped_projection_belongs_to_the_shipped_tokenizer():
-    from engine.embedded import ASSETS, TOKENIZER_FILE
+    from engine.loading.embedded import ASSETS, TOKENIZER_FILE
 
     if not (ASSETS / shipped.UMAP_FILE).exists() or not (ASSETS / TOKENIZER_FILE).exists():
         pytest.skip("no projection or tokenizer shipped in assets/")
-    from engine.embedded import load_embedded_tokenizer
+    from engine.loading.embedded import load_embedded_tokenizer
 
     weights = load_embedded_tokenizer().quantize.embedding.weight.detach().float().numpy()
     projection = shipped.load_projection(weights)

@@ -6,7 +6,7 @@ import torch
 from app import render
 from app.detail import first_position, token_detail
 from app.lanes import run_to_end
-from engine.config import SamplingConfig
+from engine.core.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT

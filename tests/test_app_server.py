@@ -8,7 +8,7 @@ from PIL import Image
 
 from app.request import DEFAULT_METHODS
 from app.runtime import Runtime, usable_methods
-from engine.embedded import ASSETS, TARGET_FILE, TOKENIZER_FILE
+from engine.loading.embedded import ASSETS, TARGET_FILE, TOKENIZER_FILE
 from tests.conftest import free_port
 
 torch.set_num_threads(1)

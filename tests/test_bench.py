@@ -6,12 +6,12 @@ import statistics
 import pytest
 import torch
 
-from engine.bench import format_table, run_methods, run_repeats, summarise
-from engine.classifier import Classifier, ClassifierConfig
-from engine.config import InvalidInput, SamplingConfig, TreeConfig
+from engine.commands.bench import format_table, run_methods, run_repeats, summarise
+from engine.commands.sweep import run_sweep, write_sweep
+from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.eagle_net import EagleNet
+from engine.evaluation.classifier import Classifier, ClassifierConfig
 from engine.methods import MethodOptions
-from engine.sweep import run_sweep, write_sweep
 from tests.conftest import TINY_GPT
 
 
@@ -100,7 +100,7 @@ def test_repeats_that_disagree_are_flagged_and_bad_counts_refused(tiny_model):
 
 
 def test_bench_command_line_takes_repeats():
-    from engine.cli import build_parser
+    from engine.commands.cli import build_parser
 
     assert build_parser().parse_args(["bench"]).repeats == 3
     assert build_parser().parse_args(["bench", "--repeats", "5"]).repeats == 5
@@ -109,8 +109,8 @@ def test_bench_command_line_takes_repeats():
 def test_target_logp_is_the_guided_log_probability_of_each_token(tiny_model):
     import numpy as np
 
-    from engine.quality import target_logp
-    from engine.sampling import combine_cfg
+    from engine.core.sampling import combine_cfg
+    from engine.evaluation.quality import target_logp
 
     target = tiny_model.target
     tokens = np.random.default_rng(0).integers(0, TINY_GPT.vocab_size, (2, TINY_GPT.num_image_tokens))
@@ -124,7 +124,7 @@ def test_target_logp_is_the_guided_log_probability_of_each_token(tiny_model):
 
 
 def test_quality_intervals():
-    from engine.quality import mean_interval, share_interval
+    from engine.evaluation.quality import mean_interval, share_interval
 
     low, high = share_interval(8, 10)  # Wilson's interval, as tabulated
     assert math.isclose(low, 0.490, abs_tol=1e-3) and math.isclose(high, 0.943, abs_tol=1e-3)

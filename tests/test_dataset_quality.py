@@ -5,9 +5,9 @@ import tarfile
 import numpy as np
 import pytest
 
-from engine.dataset import CLASS_NAMES, CLASS_OF_SUBCATEGORY, CLASSES, HELD_OUT_ONE_IN, place, split_of
-from engine.emoji_sources import TWEMOJI, SourceError, fetch
-from engine.quality import frechet_distance
+from engine.data.dataset import CLASS_NAMES, CLASS_OF_SUBCATEGORY, CLASSES, HELD_OUT_ONE_IN, place, split_of
+from engine.data.emoji_sources import TWEMOJI, SourceError, fetch
+from engine.evaluation.quality import frechet_distance
 
 
 def test_classes_are_distinct_and_each_subcategory_belongs_to_one_class():

@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import load_file
 
 from engine.drafters.eagle_net import EagleNet
-from engine.gpt import GPTConfig
+from engine.model.gpt import GPTConfig
+from engine.model.weights import load_module, save_model
 from engine.train import distributed
-from engine.weights import load_module, save_model
 from tests.conftest import TINY_GPT, tiny_gpt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def test_two_processes_train_the_same_drafter_as_one(runs):
     assert set(one) == set(two) == set(initial)
     for key in one:
         # Rounding only: the all-reduce's order, and the target's products, which take oneDNN or MKL
-        # by batch size (engine/matmul.py) and so differ between one process and two.
+        # by batch size (engine/model/matmul.py) and so differ between one process and two.
         torch.testing.assert_close(two[key], one[key], rtol=1e-4, atol=1e-4)
     moved = max((one[k] - initial[k]).abs().max().item() for k in one)
     assert moved > 1e-3  # the drafter did train
@@ -75,7 +75,7 @@ def test_trained_drafter_loads_as_an_eagle_drafter(runs):
 
 
 def test_a_text_to_image_target_trains_on_prompts_and_its_drafter_loads(tmp_path):
-    from engine.load import load_model
+    from engine.loading.load import load_model
     from tests.official_files import write_lantern_t2i_folder
 
     weights = write_lantern_t2i_folder(tmp_path / "weights")
@@ -95,7 +95,7 @@ def test_a_text_to_image_target_trains_on_prompts_and_its_drafter_loads(tmp_path
 
 
 def test_prompts_for_a_class_conditional_target_are_refused(tmp_path):
-    from engine.config import InvalidInput
+    from engine.core.config import InvalidInput
 
     target = tmp_path / "tiny.safetensors"
     save_model(tiny_gpt(), target, config=TINY_GPT)

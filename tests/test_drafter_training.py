@@ -3,14 +3,14 @@ features, the CFG-guided loss, held-out agreement, and drafter files that say th
 import pytest
 import torch
 
-from engine.config import SamplingConfig
+from engine.commands.generate import generate
+from engine.core.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet, load_eagle_net
-from engine.embedded import EAGLE_FILE, load_embedded_drafters
-from engine.generate import generate
+from engine.loading.embedded import EAGLE_FILE, load_embedded_drafters
+from engine.model.weights import save_model
 from engine.train.agreement import agreement
 from engine.train.drafter import batch_split, drafter_loss
 from engine.train.features import sample_with_features, sequence_features
-from engine.weights import save_model
 from tests.conftest import TINY_GPT, tiny_gpt
 
 

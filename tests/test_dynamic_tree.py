@@ -3,12 +3,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.acceptance import ExactRule
-from engine.config import InvalidInput, SamplingConfig, TreeConfig
+from engine.commands.generate import generate
+from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.eagle import EagleDrafter
-from engine.generate import generate
-from engine.lantern import LanternRule
 from engine.methods import MethodOptions
+from engine.rules.acceptance import ExactRule
+from engine.rules.lantern import LanternRule
 
 Q = torch.tensor([[0.40, 0.25, 0.15, 0.10, 0.05, 0.03, 0.01, 0.01]])  # (1, V)
 V = Q.shape[1]

@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-from engine.config import SamplingConfig, TreeConfig
+from engine.core.config import SamplingConfig, TreeConfig
+from engine.core.sampling import combine_cfg
 from engine.drafters.base import DecodeState
 from engine.drafters.eagle import EagleDrafter
 from engine.drafters.eagle_net import EagleNet, above_embeddings, training_forward, unrolled_mask
-from engine.sampling import combine_cfg
 from engine.train.features import sequence_features
 from tests.conftest import TINY_GPT, tiny_gpt
 
@@ -103,8 +103,8 @@ def test_the_drafter_drafts_with_what_training_showed_it(above):
 @pytest.mark.parametrize("method", ["lantern", "lantern_static"])
 def test_a_drafter_reading_the_token_above_drafts_at_most_one_grid_row_ahead(tiny_model, method):
     """Deeper than a row, the token above a draft is itself undrafted: the tree stops there."""
+    from engine.commands.generate import stream
     from engine.drafters.static_tree import chain
-    from engine.generate import stream
     from engine.methods import MethodOptions
 
     tiny_model.drafters["eagle"] = EagleNet(TINY_GPT, above=True).eval()

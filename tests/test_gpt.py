@@ -1,7 +1,7 @@
 import torch
 
-from engine.gpt import rope_table_2d
-from engine.kv_cache import KVCache
+from engine.model.gpt import rope_table_2d
+from engine.model.kv_cache import KVCache
 from tests.conftest import TINY_GPT, tiny_gpt
 
 
@@ -22,7 +22,7 @@ def test_rope_table_has_zero_condition_rows_and_turns_rows_then_columns():
 
 
 def test_condition_token_has_zero_queries_and_keys():
-    from engine.gpt import apply_rope
+    from engine.model.gpt import apply_rope
 
     table = rope_table_2d(4, 16, 10000.0, 1)
     x = torch.randn(1, 1, 2, 16)
@@ -30,7 +30,7 @@ def test_condition_token_has_zero_queries_and_keys():
 
 
 def test_rope_rotates_interleaved_pairs_bit_for_bit_as_written():
-    from engine.gpt import RMSNorm, apply_rope, rotation
+    from engine.model.gpt import RMSNorm, apply_rope, rotation
 
     table = rope_table_2d(4, 16, 10000.0, 1)[3:9]  # (6, 8, 2)
     x = torch.randn(2, 6, 3, 16)
@@ -48,8 +48,8 @@ def test_rope_rotates_interleaved_pairs_bit_for_bit_as_written():
 
 
 def test_rotation_at_positions_equals_rotating_the_table_rows_and_follows_the_table():
-    from engine.gpt import rotation
-    from engine.image_model import place
+    from engine.loading.image_model import place
+    from engine.model.gpt import rotation
 
     model = tiny_gpt()
     positions = torch.tensor([0, 5, 3, 3])

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.acceptance import ExactRule
-from engine.config import SamplingConfig
-from engine.lantern import LanternRule
-from engine.sampling import draw
-from engine.tree import DraftTree
-from engine.verify import walk
+from engine.core.config import SamplingConfig
+from engine.core.sampling import draw
+from engine.core.tree import DraftTree
+from engine.loop.verify import walk
+from engine.rules.acceptance import ExactRule
+from engine.rules.lantern import LanternRule
 from tests import official_lantern_reference as reference
 
 P = np.array([0.30, 0.22, 0.18, 0.12, 0.08, 0.06, 0.03, 0.01])

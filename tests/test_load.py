@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.config import InvalidInput
-from engine.load import load_model, resolve_device, resolve_dtype
-from engine.t2i import TextImageModel, text_gpt
-from engine.tokenizer import VQModel
+from engine.core.config import InvalidInput
+from engine.loading.load import load_model, resolve_device, resolve_dtype
+from engine.loading.t2i import TextImageModel, text_gpt
+from engine.model.tokenizer import VQModel
 from tests.conftest import TINY_GPT, TINY_VQ
 
 ROOT = Path(__file__).resolve().parent.parent

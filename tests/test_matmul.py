@@ -3,7 +3,7 @@ import gc
 import torch
 import torch.nn.functional as F
 
-from engine import matmul
+from engine.model import matmul
 
 
 def test_large_products_match_f_linear_and_follow_in_place_changes():

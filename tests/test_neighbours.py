@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.config import InvalidInput
-from engine.neighbours import neighbour_table
+from engine.core.config import InvalidInput
+from engine.rules.neighbours import neighbour_table
 
 
 def unit_codebook(vocab: int = 64, dim: int = 8) -> torch.Tensor:

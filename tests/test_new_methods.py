@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from engine.acceptance import ExactRule
-from engine.config import InvalidInput, SamplingConfig
-from engine.decode import decode
+from engine.commands.generate import generate
+from engine.core.config import InvalidInput, SamplingConfig
 from engine.drafters.jacobi import JacobiDrafter
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, StaticTreeDrafter, chain, parse_choices
-from engine.generate import generate
-from engine.gpt import GPT, GPTConfig
-from engine.gsd import GroupedRule, scaled_window
+from engine.loop.decode import decode
 from engine.methods import MethodOptions, get_method
+from engine.model.gpt import GPT, GPTConfig
+from engine.rules.acceptance import ExactRule
+from engine.rules.gsd import GroupedRule, scaled_window
 from tests.conftest import TINY_GPT
 
 GREEDY = SamplingConfig(temperature=0.0, cfg_scale=2.0)
@@ -164,7 +164,7 @@ def test_sampled_static_siblings_with_the_exact_rule_sample_the_target():
     standard errors of a probability of at most 0.3)."""
     from types import SimpleNamespace
 
-    from engine.verify import walk
+    from engine.loop.verify import walk
 
     p = np.array([0.30, 0.22, 0.18, 0.12, 0.08, 0.06, 0.03, 0.01])
     q = torch.tensor([0.05, 0.05, 0.40, 0.10, 0.10, 0.10, 0.10, 0.10])

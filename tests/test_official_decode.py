@@ -3,14 +3,14 @@ recomputes every step from the raw state dict (no cache, no engine modules)."""
 import torch
 import torch.nn.functional as F
 
-from engine.config import SamplingConfig
-from engine.generate import generate
-from engine.gpt import GPTConfig
-from engine.image_model import ImageModel
+from engine.commands.generate import generate
+from engine.core.config import SamplingConfig
+from engine.loading.image_model import ImageModel
+from engine.loading.official import load_llamagen_gpt
+from engine.loading.t2i import PromptTarget
 from engine.methods import MethodOptions
-from engine.official import load_llamagen_gpt
-from engine.t2i import PromptTarget
-from engine.tokenizer import VQModel
+from engine.model.gpt import GPTConfig
+from engine.model.tokenizer import VQModel
 from tests.conftest import TINY_VQ
 from tests.llamagen_reference import c2i_state, forward, greedy_c2i, t2i_state
 
@@ -75,7 +75,7 @@ def test_prompt_bound_target_equals_the_padded_and_masked_reference(tmp_path):
 
 
 def test_bfloat16_placement_keeps_rope_in_fp32_and_decodes(tmp_path):
-    from engine.image_model import place
+    from engine.loading.image_model import place
 
     model, _ = _c2i_model(tmp_path)
     place(model.target, "cpu", torch.bfloat16)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.config import SamplingConfig
-from engine.generate import generate
-from engine.load import load_model
-from engine.t2i import TextImageModel
+from engine.commands.generate import generate
+from engine.core.config import SamplingConfig
+from engine.loading.load import load_model
+from engine.loading.t2i import TextImageModel
 from tests.official_files import WORDS
 
 ROOT = Path(__file__).resolve().parent.parent

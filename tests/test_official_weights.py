@@ -3,10 +3,10 @@ loads them, and bad files rejected with messages that say what is wrong."""
 import pytest
 import torch
 
-from engine.gpt import GPTConfig
-from engine.layouts import eagle_to_engine
-from engine.official import MODELS, load_eagle_folder, load_hf_llama_gpt, load_llamagen_gpt
-from engine.weights import WeightsError
+from engine.loading.layouts import eagle_to_engine
+from engine.loading.official import MODELS, load_eagle_folder, load_hf_llama_gpt, load_llamagen_gpt
+from engine.model.gpt import GPTConfig
+from engine.model.weights import WeightsError
 from tests.llamagen_reference import c2i_state, t2i_state, to_hf_llama, write_hf_folder
 
 CFG = GPTConfig(dim=64, n_layer=2, n_head=4, vocab_size=64, num_classes=3, cls_token_num=1, grid_size=4)
@@ -173,7 +173,7 @@ def test_offline_folder_download_fails_at_once_with_instructions():
 
     from huggingface_hub import snapshot_download  # noqa: F401  (import time is not what is measured)
 
-    from engine.hub import resolve_folder
+    from engine.loading.hub import resolve_folder
 
     started = time.perf_counter()
     with pytest.raises(WeightsError, match=r"download the files of https://huggingface.co/lantern-tests/absent "
@@ -184,7 +184,7 @@ def test_offline_folder_download_fails_at_once_with_instructions():
 
 
 def test_half_copied_folder_names_the_missing_file(tmp_path):
-    from engine.hub import resolve_folder
+    from engine.loading.hub import resolve_folder
 
     (tmp_path / "llamagen_drafter").mkdir()
     with pytest.raises(WeightsError, match="llamagen_drafter lacks config.json"):

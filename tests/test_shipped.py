@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.dataset import to_tensor_range
-from engine.embedded import load_embedded, load_embedded_tokenizer, load_held_out_sample
+from engine.data.dataset import to_tensor_range
+from engine.loading.embedded import load_embedded, load_embedded_tokenizer, load_held_out_sample
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,15 +73,15 @@ def test_bad_command_line_values_get_one_clear_error(tmp_path, args, message):
 
 
 def test_missing_weight_file_is_reported_with_its_path(tmp_path):
-    from engine.weights import WeightsError
+    from engine.model.weights import WeightsError
 
     with pytest.raises(WeightsError, match="target.safetensors not found"):
         load_embedded(tmp_path)
 
 
 def test_shipped_model_generates_reproducibly():
-    from engine.config import SamplingConfig
-    from engine.generate import generate
+    from engine.commands.generate import generate
+    from engine.core.config import SamplingConfig
 
     model = load_embedded()
     first = generate(model, "vanilla", SamplingConfig(temperature=1.0, seed=11), "smiley")

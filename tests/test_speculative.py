@@ -2,12 +2,12 @@ import numpy as np
 import pytest
 import torch
 
-from engine.config import SamplingConfig, TreeConfig
+from engine.commands.generate import generate
+from engine.core.config import SamplingConfig, TreeConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
-from engine.generate import generate
-from engine.gpt import GPTConfig
 from engine.methods import MethodOptions
+from engine.model.gpt import GPTConfig
 from tests.conftest import TINY_GPT, tiny_gpt
 
 TINY_DRAFT = GPTConfig(dim=32, n_layer=1, n_head=2, vocab_size=64, num_classes=3, grid_size=4)
@@ -66,7 +66,7 @@ class OracleDrafter:
         pass
 
     def propose(self, state, root, max_depth):
-        from engine.tree import DraftTree
+        from engine.core.tree import DraftTree
 
         start = len(state.tokens)
         tokens, parents = [root], [-1]
@@ -81,8 +81,8 @@ class OracleDrafter:
 
 
 def test_accepted_paths_keep_the_cache_consistent(tiny_model):
-    from engine.acceptance import ExactRule
-    from engine.decode import decode
+    from engine.loop.decode import decode
+    from engine.rules.acceptance import ExactRule
 
     sampling = SamplingConfig(temperature=0.0, cfg_scale=2.0)
     truth = generate(tiny_model, "vanilla", sampling, 1).tokens.tolist()
@@ -94,10 +94,10 @@ def test_accepted_paths_keep_the_cache_consistent(tiny_model):
 
 
 def test_keeping_an_accepted_path_gives_the_logits_of_a_full_recomputation():
-    from engine.kv_cache import KVCache
-    from engine.sampling import combine_cfg
-    from engine.tree import DraftTree
-    from engine.verify import target_pass
+    from engine.core.sampling import combine_cfg
+    from engine.core.tree import DraftTree
+    from engine.loop.verify import target_pass
+    from engine.model.kv_cache import KVCache
 
     model = tiny_gpt()
     cfg = TINY_GPT
@@ -121,7 +121,7 @@ def test_keeping_an_accepted_path_gives_the_logits_of_a_full_recomputation():
         kept_logits = target_pass(model, cache, committed, after, sampling, rows=2).probs[0]
         sequence = prefix_tokens + [20, 21, 30]
         full = model.training_logits(rows, torch.tensor(sequence + [0]).expand(2, -1))[:, -1:]
-        from engine.sampling import distribution
+        from engine.core.sampling import distribution
 
         expected = distribution(combine_cfg(full, sampling.cfg_scale), sampling)[0].numpy()
     np.testing.assert_allclose(kept_logits, expected, rtol=1e-4, atol=1e-6)

@@ -1,6 +1,6 @@
 import torch
 
-from engine.tree import DraftTree, ancestor_mask, mask_for_cache
+from engine.core.tree import DraftTree, ancestor_mask, mask_for_cache
 
 
 def test_hand_made_tree_gives_mask_depths_positions_and_paths():

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from engine.gpt import GPT, GPTConfig
-from engine.weights import WeightsError, load_module, save_model
+from engine.model.gpt import GPT, GPTConfig
+from engine.model.weights import WeightsError, load_module, save_model
 from tests.conftest import TINY_GPT, tiny_gpt
 
 

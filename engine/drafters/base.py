@@ -6,9 +6,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.config import SamplingConfig
-from engine.target import Target
-from engine.tree import DraftTree
+from engine.core.config import SamplingConfig
+from engine.core.tree import DraftTree
+from engine.model.target import Target
 
 
 @dataclass

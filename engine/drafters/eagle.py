@@ -29,13 +29,13 @@ import math
 import numpy as np
 import torch
 
-from engine.acceptance import ExactRule, Rule
-from engine.config import TreeConfig
+from engine.core.config import TreeConfig
+from engine.core.sampling import combine_cfg, distribution
+from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState, Drafter
 from engine.drafters.eagle_net import EagleNet, above_for_drafting
-from engine.gpt import Rotation
-from engine.sampling import combine_cfg, distribution
-from engine.tree import DraftTree
+from engine.model.gpt import Rotation
+from engine.rules.acceptance import ExactRule, Rule
 
 CANDIDATES_PER_CHILD = 4  # how far down the draft ranking children are looked for
 

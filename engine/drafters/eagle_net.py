@@ -12,10 +12,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engine.gpt import GPT, GPTConfig, TransformerBlock
-from engine.kv_cache import KVCache
-from engine.matmul import weight_state
-from engine.weights import config_from_metadata, load_state, load_strict, read_metadata
+from engine.model.gpt import GPT, GPTConfig, TransformerBlock
+from engine.model.kv_cache import KVCache
+from engine.model.matmul import weight_state
+from engine.model.weights import config_from_metadata, load_state, load_strict, read_metadata
 
 
 class EagleNet(nn.Module):

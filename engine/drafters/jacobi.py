@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.config import InvalidInput
+from engine.core.config import InvalidInput
+from engine.core.sampling import draw, pick
+from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState, Drafter
-from engine.sampling import draw, pick
-from engine.tree import DraftTree
 
 INITS = ("random", "left", "above")
 

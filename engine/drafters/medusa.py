@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from engine.core.sampling import combine_cfg, distribution
+from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState, Drafter
-from engine.sampling import combine_cfg, distribution
-from engine.tree import DraftTree
 
 # Each path lists, per depth, which of that head's ranked guesses to take: (0, 1) is the best
 # guess of head 0 followed by the second-best guess of head 1. 15 nodes over 3 heads.

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from engine.core.sampling import combine_cfg, distribution, pick
+from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState, Drafter
-from engine.gpt import GPT
-from engine.kv_cache import KVCache
-from engine.sampling import combine_cfg, distribution, pick
-from engine.tree import DraftTree
+from engine.model.gpt import GPT
+from engine.model.kv_cache import KVCache
 
 
 class SpsDrafter(Drafter):

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import InvalidInput
+from engine.core.config import InvalidInput
+from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState
 from engine.drafters.eagle import EagleDrafter
 from engine.drafters.eagle_net import EagleNet
-from engine.tree import DraftTree
 
 Choices = tuple[tuple[int, ...], ...]
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.config import SamplingConfig
+from engine.core.config import SamplingConfig
+from engine.core.sampling import combine_cfg
 from engine.drafters.eagle_net import EagleNet, training_forward
-from engine.embedded import ASSETS, EAGLE_FILE
-from engine.gpt import GPT
-from engine.sampling import combine_cfg
+from engine.loading.embedded import ASSETS, EAGLE_FILE
+from engine.model.gpt import GPT
 from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, features_dir, setup_logging
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
@@ -86,7 +86,7 @@ def heldout_agreement(run_dir: Path, net: EagleNet, target: GPT, count: int,
 
 def main(argv: list[str] | None = None) -> None:
     from engine.drafters.eagle_net import load_eagle_net
-    from engine.embedded import load_embedded_target
+    from engine.loading.embedded import load_embedded_target
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--assets", type=Path, default=ASSETS, help="the target, tokenizer and drafter")

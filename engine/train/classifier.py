@@ -9,11 +9,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.classifier import Classifier, ClassifierConfig, augment
-from engine.dataset import CLASS_NAMES, to_tensor_range
-from engine.embedded import ASSETS, CLASSIFIER_FILE
+from engine.data.dataset import CLASS_NAMES, to_tensor_range
+from engine.evaluation.classifier import Classifier, ClassifierConfig, augment
+from engine.loading.embedded import ASSETS, CLASSIFIER_FILE
+from engine.model.weights import save_model
 from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, fit, setup_logging
-from engine.weights import save_model
 
 log = logging.getLogger("engine.train.classifier")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.dataset import build_dataset
-from engine.embedded import HELD_OUT_SAMPLE_FILE, TARGET_FILE
+from engine.data.dataset import build_dataset
+from engine.loading.embedded import HELD_OUT_SAMPLE_FILE, TARGET_FILE
 
 log = logging.getLogger("engine.train")
 

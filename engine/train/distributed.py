@@ -26,15 +26,15 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from engine.config import InvalidInput, SamplingConfig
+from engine.core.config import InvalidInput, SamplingConfig
 from engine.drafters.eagle_net import EagleNet
-from engine.gpt import GPT, GPTConfig
-from engine.load import load_model
+from engine.loading.load import load_model
+from engine.model.gpt import GPT, GPTConfig
+from engine.model.weights import load_module, save_model
 from engine.train.common import fit, setup_logging
 from engine.train.drafter import drafter_loss
 from engine.train.features import sequence_features
 from engine.train.sequences import Conditions, load_codes, rows_of, save_codes, self_sample
-from engine.weights import load_module, save_model
 
 log = logging.getLogger("engine.train.distributed")
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine.config import SamplingConfig
+from engine.core.config import SamplingConfig
+from engine.core.sampling import combine_cfg
 from engine.drafters.eagle_net import EagleNet, training_forward
-from engine.embedded import ASSETS, EAGLE_FILE, load_embedded_target
-from engine.sampling import combine_cfg
+from engine.loading.embedded import ASSETS, EAGLE_FILE, load_embedded_target
+from engine.model.weights import save_model
 from engine.train.agreement import heldout_agreement
 from engine.train.common import DATA_DIR, features_dir, fit, setup_logging
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
-from engine.weights import save_model
 
 log = logging.getLogger("engine.train.drafter")
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.config import SamplingConfig
-from engine.gpt import GPT
-from engine.kv_cache import KVCache
-from engine.sampling import combine_cfg, distribution
-from engine.tree import causal_mask
+from engine.core.config import SamplingConfig
+from engine.core.sampling import combine_cfg, distribution
+from engine.core.tree import causal_mask
+from engine.model.gpt import GPT
+from engine.model.kv_cache import KVCache
 
 log = logging.getLogger("engine.train.features")
 

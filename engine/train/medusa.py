@@ -14,11 +14,11 @@ import torch
 import torch.nn.functional as F
 
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
-from engine.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
+from engine.loading.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
+from engine.model.weights import save_model
 from engine.train.common import DATA_DIR, features_dir, fit, setup_logging
 from engine.train.features import cached_features
 from engine.train.target import cached_codes
-from engine.weights import save_model
 
 log = logging.getLogger("engine.train.medusa")
 

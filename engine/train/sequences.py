@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from engine.config import InvalidInput, SamplingConfig
-from engine.gpt import GPT
+from engine.core.config import InvalidInput, SamplingConfig
+from engine.model.gpt import GPT
 
 log = logging.getLogger("engine.train.sequences")
 
@@ -37,7 +37,7 @@ class Conditions:
 
     @classmethod
     def of_prompts(cls, model, prompts: list[str]) -> Conditions:
-        """model: an engine.t2i.TextImageModel; each prompt is encoded once."""
+        """model: an engine.loading.t2i.TextImageModel; each prompt is encoded once."""
         return cls([model.bind(prompt).target for prompt in prompts], [0] * len(prompts))
 
     def __len__(self) -> int:
@@ -70,9 +70,9 @@ def load_codes(path: Path, target: GPT, num_conditions: int) -> tuple[np.ndarray
 
 def self_sample(conditions: Conditions, count: int, sampling: SamplingConfig) -> tuple[np.ndarray, np.ndarray]:
     """`count` sequences sampled by the target (conditions in turn, seed = sampling.seed + index)."""
-    from engine.acceptance import ExactRule
-    from engine.decode import decode
     from engine.drafters.base import Drafter
+    from engine.loop.decode import decode
+    from engine.rules.acceptance import ExactRule
 
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     mine = {}

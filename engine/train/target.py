@@ -17,11 +17,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.dataset import to_tensor_range
-from engine.embedded import ASSETS, SPS_DRAFT, SPS_FILE, TARGET, TARGET_FILE, TOKENIZER_FILE, load_embedded_tokenizer
-from engine.gpt import GPT
+from engine.data.dataset import to_tensor_range
+from engine.loading.embedded import (
+    ASSETS,
+    SPS_DRAFT,
+    SPS_FILE,
+    TARGET,
+    TARGET_FILE,
+    TOKENIZER_FILE,
+    load_embedded_tokenizer,
+)
+from engine.model.gpt import GPT
+from engine.model.weights import load_module, read_metadata, save_model
 from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, file_digest, fit, setup_logging
-from engine.weights import load_module, read_metadata, save_model
 
 log = logging.getLogger("engine.train.target")
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine.dataset import to_tensor_range
-from engine.embedded import ASSETS, TOKENIZER_FILE, VQ, load_embedded_tokenizer
-from engine.tokenizer import VQModel
+from engine.data.dataset import to_tensor_range
+from engine.loading.embedded import ASSETS, TOKENIZER_FILE, VQ, load_embedded_tokenizer
+from engine.model.tokenizer import VQModel
+from engine.model.weights import save_model
 from engine.train.common import (
     DATA_DIR,
     HELD_OUT_DRAWS,
@@ -26,7 +27,6 @@ from engine.train.common import (
     setup_logging,
     write_held_out_sample,
 )
-from engine.weights import save_model
 
 log = logging.getLogger("engine.train.tokenizer")
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.acceptance import ExactRule, Rule, exact_residual, normalised
-from engine.trace import Verdict
+from engine.core.trace import Verdict
+from engine.rules.acceptance import ExactRule, Rule, exact_residual, normalised
 
 PUBLISHED_VOCAB, PUBLISHED_WINDOW = 8192, 7
 

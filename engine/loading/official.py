@@ -15,12 +15,11 @@ from pathlib import Path
 
 import torch
 
-from engine.config import InvalidInput
+from engine.core.config import InvalidInput
 from engine.drafters.eagle_net import EagleNet
-from engine.gpt import GPT, PRESETS, GPTConfig
-from engine.hub import resolve_file, resolve_folder
-from engine.image_model import ImageModel
-from engine.layouts import (
+from engine.loading.hub import resolve_file, resolve_folder
+from engine.loading.image_model import ImageModel
+from engine.loading.layouts import (
     drop_ignored,
     eagle_to_engine,
     hf_llama_to_llamagen,
@@ -28,12 +27,13 @@ from engine.layouts import (
     read_json,
     read_torch_file,
 )
-from engine.t2i import CAPTION_TOKENS, TextImageModel, text_gpt
-from engine.text_encoder import T5_PATTERNS, T5_REPO, T5_REQUIRED, TextEncoder
-from engine.tokenizer import VQConfig, VQModel
-from engine.weights import WeightsError, load_module, load_strict
+from engine.loading.t2i import CAPTION_TOKENS, TextImageModel, text_gpt
+from engine.loading.text_encoder import T5_PATTERNS, T5_REPO, T5_REQUIRED, TextEncoder
+from engine.model.gpt import GPT, PRESETS, GPTConfig
+from engine.model.tokenizer import VQConfig, VQModel
+from engine.model.weights import WeightsError, load_module, load_strict
 
-log = logging.getLogger("engine.official")
+log = logging.getLogger("engine.loading.official")
 
 LLAMAGEN_REPO = "FoundationVision/LlamaGen"
 T2I_REPO = "peizesun/llamagen_t2i"
@@ -196,7 +196,7 @@ def _resolve_all(jobs: list) -> list[Path]:
 
 
 def load_official(name: str, weights_dir: Path | None = None) -> ImageModel | TextImageModel:
-    """An official model by name, on the CPU in float32 (engine.load places it): an ImageModel, or a
+    """An official model by name, on the CPU in float32 (engine.loading.load places it): an ImageModel, or a
     TextImageModel for text-to-image."""
     if name not in MODELS:
         raise InvalidInput(f"unknown model {name!r}; allowed: embedded, {', '.join(MODELS)}")

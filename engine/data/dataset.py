@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from engine.emoji_sources import PICTURE_SIZE, Picture, load_pictures
+from engine.data.emoji_sources import PICTURE_SIZE, Picture, load_pictures
 
 IMAGE_SIZE = 64
 HELD_OUT_ONE_IN = 8

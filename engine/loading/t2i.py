@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.config import InvalidInput
-from engine.gpt import GPT, GPTConfig, rope_table_2d
-from engine.image_model import ImageModel
-from engine.tokenizer import VQModel
+from engine.core.config import InvalidInput
+from engine.loading.image_model import ImageModel
+from engine.model.gpt import GPT, GPTConfig, rope_table_2d
+from engine.model.tokenizer import VQModel
 
 CAPTION_TOKENS = 120  # LlamaGen's cls_token_num for text-to-image
 CAPTION_DIM = 2048  # FLAN-T5-XL's width
@@ -95,7 +95,7 @@ class TextImageModel:
 
     target: GPT
     tokenizer: VQModel
-    encoder: object  # engine.text_encoder.TextEncoder: .encode(prompt) -> (n, C), .to(device)
+    encoder: object  # engine.loading.text_encoder.TextEncoder: .encode(prompt) -> (n, C), .to(device)
     name: str
     drafters: dict[str, nn.Module] = field(default_factory=dict)
     _neighbour_tables: dict = field(default_factory=dict, repr=False)

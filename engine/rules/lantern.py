@@ -29,9 +29,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.acceptance import Rule, argmax_is, exact_residual, normalised, unfiltered
-from engine.config import InvalidInput, SamplingConfig
-from engine.trace import Verdict
+from engine.core.config import InvalidInput, SamplingConfig
+from engine.core.trace import Verdict
+from engine.rules.acceptance import Rule, argmax_is, exact_residual, normalised, unfiltered
 
 VARIANTS = ("official", "paper")
 

@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.config import InvalidInput, check_class_id
-from engine.gpt import GPT
-from engine.neighbours import neighbour_table
-from engine.tokenizer import VQModel
+from engine.core.config import InvalidInput, check_class_id
+from engine.model.gpt import GPT
+from engine.model.tokenizer import VQModel
+from engine.rules.neighbours import neighbour_table
 
 
 def place(module: torch.nn.Module, device: str | torch.device, dtype: torch.dtype | None = None) -> torch.nn.Module:

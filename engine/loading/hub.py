@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from engine.weights import WeightsError
+from engine.model.weights import WeightsError
 
-log = logging.getLogger("engine.hub")
+log = logging.getLogger("engine.loading.hub")
 
 WEIGHTS_DIR_VARIABLE = "LANTERN_WEIGHTS_DIR"  # a folder of official files, named as on the Hub
 

@@ -1,6 +1,6 @@
 """The benchmark: methods interleaved image by image in one run, ratios against vanilla.
 
-Speed-up is engine.speed's: the median over images of vanilla's wall time divided by the method's on
+Speed-up is engine.evaluation.speed's: the median over images of vanilla's wall time divided by the method's on
 the same class and seed. The whole interleaved run can be repeated: each repeat gives one speed-up per
 method, and the report is their median with the lowest and highest, since one run's timing noise can
 move it by several percent.
@@ -13,13 +13,13 @@ import statistics
 
 import numpy as np
 
-from engine.config import InvalidInput, SamplingConfig
-from engine.generate import Generation, generate
-from engine.image_model import ImageModel
+from engine.commands.generate import Generation, generate
+from engine.core.config import InvalidInput, SamplingConfig
+from engine.core.trace import mean_accepted_length
+from engine.evaluation.quality import load_classifier, mean_interval, measure, share_interval, target_logp
+from engine.evaluation.speed import BASELINE, median_speedup
+from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
-from engine.quality import load_classifier, mean_interval, measure, share_interval, target_logp
-from engine.speed import BASELINE, median_speedup
-from engine.trace import mean_accepted_length
 
 
 def image_plan(n_images: int, num_classes: int, seed: int) -> list[tuple[int, int]]:

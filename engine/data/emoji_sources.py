@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-log = logging.getLogger("engine.emoji_sources")
+log = logging.getLogger("engine.data.emoji_sources")
 
 PICTURE_SIZE = 64
 

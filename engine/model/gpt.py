@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.kv_cache import KVCache
-from engine.matmul import linear, weight_state
-from engine.tree import causal_mask
+from engine.core.tree import causal_mask
+from engine.model.kv_cache import KVCache
+from engine.model.matmul import linear, weight_state
 
 
 def find_multiple(n: int, k: int) -> int:

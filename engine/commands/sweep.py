@@ -5,9 +5,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from engine.bench import run_methods, summarise
-from engine.config import SamplingConfig
-from engine.image_model import ImageModel
+from engine.commands.bench import run_methods, summarise
+from engine.core.config import SamplingConfig
+from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions
 
 # What each sweep point keeps of its benchmark result.

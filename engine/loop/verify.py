@@ -6,13 +6,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.acceptance import Rule
-from engine.config import SamplingConfig
-from engine.gpt import GPT
-from engine.kv_cache import KVCache
-from engine.sampling import combine_cfg, distribution, pick
-from engine.trace import Verdict
-from engine.tree import DraftTree, mask_for_cache
+from engine.core.config import SamplingConfig
+from engine.core.sampling import combine_cfg, distribution, pick
+from engine.core.trace import Verdict
+from engine.core.tree import DraftTree, mask_for_cache
+from engine.model.gpt import GPT
+from engine.model.kv_cache import KVCache
+from engine.rules.acceptance import Rule
 
 
 @dataclass

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
-from engine.config import InvalidInput
-from engine.embedded import load_embedded
-from engine.hub import WEIGHTS_DIR_VARIABLE
-from engine.image_model import ImageModel
-from engine.official import load_official
-from engine.t2i import TextImageModel
+from engine.core.config import InvalidInput
+from engine.loading.embedded import load_embedded
+from engine.loading.hub import WEIGHTS_DIR_VARIABLE
+from engine.loading.image_model import ImageModel
+from engine.loading.official import load_official
+from engine.loading.t2i import TextImageModel
 
 EMBEDDED = "embedded"
 AUTO = "auto"
@@ -49,7 +49,7 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
 
 def load_model(name: str = EMBEDDED, weights_dir: Path | None = None, device: str | torch.device = "cpu",
                dtype: str | torch.dtype | None = AUTO) -> LoadedModel:
-    """The embedded model, or an official LlamaGen model (engine.official.MODELS) read from
+    """The embedded model, or an official LlamaGen model (engine.loading.official.MODELS) read from
     `weights_dir` (by default the folder LANTERN_WEIGHTS_DIR names, if set) or the Hugging Face Hub,
     placed on `device` in `dtype` (see the module's policy)."""
     place_on = resolve_device(device)

@@ -18,7 +18,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from engine.weights import WeightsError
+from engine.model.weights import WeightsError
 
 # Buffers that some LlamaGen versions saved (the rotary table and the inference cache) but that are
 # recomputed here.

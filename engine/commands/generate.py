@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.config import SamplingConfig
-from engine.decode import decode
-from engine.image_model import ImageModel
+from engine.core.config import SamplingConfig
+from engine.core.trace import StepTrace, mean_accepted_length
+from engine.loading.image_model import ImageModel
+from engine.loop.decode import decode
 from engine.methods import MethodOptions, get_method
-from engine.trace import StepTrace, mean_accepted_length
 
 
 @dataclass

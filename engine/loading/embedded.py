@@ -13,19 +13,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.dataset import CLASS_NAMES
+from engine.data.dataset import CLASS_NAMES
 from engine.drafters.eagle_net import load_eagle_net
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
-from engine.gpt import GPT, GPTConfig
-from engine.image_model import ImageModel
-from engine.tokenizer import VQConfig, VQModel
-from engine.weights import load_module
+from engine.loading.image_model import ImageModel
+from engine.model.gpt import GPT, GPTConfig
+from engine.model.tokenizer import VQConfig, VQModel
+from engine.model.weights import load_module
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 VQ = VQConfig(codebook_size=4096, codebook_embed_dim=8, ch=32, ch_mult=(1, 2, 2), z_channels=64,
               num_res_blocks=1)
-TARGET = GPTConfig(dim=128, n_layer=8, n_head=4, vocab_size=VQ.codebook_size,
+TARGET = GPTConfig(dim=256, n_layer=8, n_head=4, vocab_size=VQ.codebook_size,
                    num_classes=len(CLASS_NAMES), cls_token_num=1, grid_size=16)
 # The separate draft model of standard speculative sampling: two layers, width 128.
 SPS_DRAFT = GPTConfig(dim=128, n_layer=2, n_head=4, vocab_size=VQ.codebook_size,

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES, InvalidInput, SamplingConfig, TreeConfig
+from engine.core.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES, InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.jacobi import INITS
 from engine.drafters.static_tree import parse_choices
-from engine.image_model import ImageModel
-from engine.lantern import VARIANTS
-from engine.load import DTYPES, load_model
+from engine.loading.image_model import ImageModel
+from engine.loading.load import DTYPES, load_model
 from engine.methods import METHODS, MethodOptions, methods_taking
-from engine.weights import WeightsError
+from engine.model.weights import WeightsError
+from engine.rules.lantern import VARIANTS
 
 log = logging.getLogger("engine")
 
@@ -100,7 +100,7 @@ def _load_model(args) -> ImageModel:
 
 
 def cmd_generate(args) -> None:
-    from engine.generate import generate, tokens_to_image
+    from engine.commands.generate import generate, tokens_to_image
 
     model = _load_model(args)
     result = generate(model, args.method, _sampling(args), args.class_id, _options(args))
@@ -115,7 +115,7 @@ def cmd_generate(args) -> None:
 def cmd_bench(args) -> None:
     from tqdm import tqdm
 
-    from engine.bench import format_table, run_repeats, summarise
+    from engine.commands.bench import format_table, run_repeats, summarise
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if args.n_images < 1:
@@ -150,7 +150,7 @@ def cmd_bench(args) -> None:
 def _sweep(args, model, sampling, options) -> None:
     from tqdm import tqdm
 
-    from engine.sweep import parse_grid, run_sweep, write_sweep
+    from engine.commands.sweep import parse_grid, run_sweep, write_sweep
 
     deltas, ks = parse_grid(args.deltas, float), parse_grid(args.ks, int)
     for delta in deltas:  # validate the whole grid before any work
@@ -174,7 +174,7 @@ def cmd_samples(args) -> None:
     row's seeds running from --seed; the class names written at the left."""
     from PIL import Image, ImageDraw
 
-    from engine.generate import generate, tokens_to_image
+    from engine.commands.generate import generate, tokens_to_image
 
     model = _load_model(args)
     wanted = [c for c in args.classes.split(",") if c.strip()] if args.classes else range(len(model.class_names))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.config import SamplingConfig
+from engine.core.config import SamplingConfig
 
 
 def combine_cfg(logits: torch.Tensor, scale: float) -> torch.Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.config import InvalidInput
+from engine.core.config import InvalidInput
 
 METRICS = ("l2", "cosine", "random")
 CHUNK = 512

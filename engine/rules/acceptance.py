@@ -3,7 +3,7 @@
 p is the target's distribution at a node's parent, q the drafter's. Every rule answers one question
 per drafted token: accept it, and if not, what residual distribution the next sibling (or the bonus
 token) is drawn from. The exact rule keeps the output distribution equal to p. LANTERN's relaxed
-rules live in `engine/lantern.py`, GSD's grouped rule in `engine/gsd.py`.
+rules live in `engine/rules/lantern.py`, GSD's grouped rule in `engine/rules/gsd.py`.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from engine.config import SamplingConfig
-from engine.trace import Verdict
+from engine.core.config import SamplingConfig
+from engine.core.trace import Verdict
 
 
 def normalised(dist: np.ndarray) -> np.ndarray:

@@ -8,10 +8,10 @@ import numpy as np
 import torch
 from scipy import linalg
 
-from engine.classifier import Classifier, ClassifierConfig
-from engine.embedded import ASSETS, CLASSIFIER_FILE
-from engine.sampling import combine_cfg
-from engine.weights import load_module
+from engine.core.sampling import combine_cfg
+from engine.evaluation.classifier import Classifier, ClassifierConfig
+from engine.loading.embedded import ASSETS, CLASSIFIER_FILE
+from engine.model.weights import load_module
 
 
 def load_classifier(path=None) -> Classifier:

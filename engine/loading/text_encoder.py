@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from engine.hub import folder_hint
-from engine.weights import WeightsError
+from engine.loading.hub import folder_hint
+from engine.model.weights import WeightsError
 
-log = logging.getLogger("engine.text_encoder")
+log = logging.getLogger("engine.loading.text_encoder")
 
 T5_REPO = "google/flan-t5-xl"
 T5_PATTERNS = ["*.json", "spiece.model", "*.safetensors"]

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from engine.acceptance import Rule
-from engine.config import SamplingConfig
+from engine.core.config import SamplingConfig
+from engine.core.sampling import combine_cfg, distribution, entropy_bits
+from engine.core.trace import StepTrace
+from engine.core.tree import DraftTree, causal_mask
 from engine.drafters.base import DecodeState, Drafter
-from engine.kv_cache import KVCache
-from engine.sampling import combine_cfg, distribution, entropy_bits
-from engine.target import Target
-from engine.trace import StepTrace
-from engine.tree import DraftTree, causal_mask
-from engine.verify import WalkResult, target_pass, walk
+from engine.loop.verify import WalkResult, target_pass, walk
+from engine.model.kv_cache import KVCache
+from engine.model.target import Target
+from engine.rules.acceptance import Rule
 
 MAX_TREE_NODES = 129  # the largest tree a drafter may propose (TreeConfig allows 128 + root)
 

@@ -1,6 +1,6 @@
 """What the decoding loop and the drafters use of a target GPT.
 
-engine.gpt.GPT has this shape, and so has engine.t2i.PromptTarget (a text-to-image GPT bound to one
+engine.model.gpt.GPT has this shape, and so has engine.loading.t2i.PromptTarget (a text-to-image GPT bound to one
 prompt); anything else with it can be decoded from.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from engine.gpt import GPTConfig
-from engine.kv_cache import KVCache
+from engine.model.gpt import GPTConfig
+from engine.model.kv_cache import KVCache
 
 
 class Target(Protocol):
