@@ -19,7 +19,7 @@ from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, Choices, Sta
 from engine.loading.image_model import ImageModel
 from engine.rules.acceptance import ExactRule, Rule, TypicalRule
 from engine.rules.gsd import GroupedRule, scaled_window
-from engine.rules.lantern import VARIANTS, LanternRule
+from engine.rules.lantern import VARIANTS, DeltaBound, RatioBound, lantern_rule
 from engine.rules.neighbours import METRICS
 
 
@@ -99,13 +99,13 @@ def _neighbour_table(model: ImageModel, options: MethodOptions):
     return model.neighbours(min(options.k + 1, vocab - 1), options.neighbours)
 
 
-def _lantern_rule(model: ImageModel, options: MethodOptions) -> LanternRule:
-    return LanternRule(_neighbour_table(model, options), options.delta, options.lantern_variant, k=options.k)
+def _lantern_rule(model: ImageModel, options: MethodOptions) -> Rule:
+    return lantern_rule(_neighbour_table(model, options), DeltaBound(options.delta), options.lantern_variant, options.k)
 
 
-def _lantern_pp_rule(model: ImageModel, options: MethodOptions) -> LanternRule:
-    return LanternRule(_neighbour_table(model, options), 0.0, options.lantern_variant,
-                       lam=options.lantern_lambda, k=options.k)
+def _lantern_pp_rule(model: ImageModel, options: MethodOptions) -> Rule:
+    bound = RatioBound(options.lantern_lambda)
+    return lantern_rule(_neighbour_table(model, options), bound, options.lantern_variant, options.k)
 
 
 def _jacobi(options: MethodOptions, coupled: bool = False, fresh_point_mass: bool = False) -> JacobiDrafter:
@@ -121,13 +121,11 @@ def _eagle2(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Ru
 
 
 def _lantern(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
-    rule = _lantern_rule(model, options)
-    return EagleDrafter(net, options.tree, rule), rule
+    return EagleDrafter(net, options.tree), _lantern_rule(model, options)
 
 
 def _lantern_static(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
-    rule = _lantern_rule(model, options)
-    return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN, rule), rule
+    return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN), _lantern_rule(model, options)
 
 
 def _sps(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
@@ -139,8 +137,7 @@ def _medusa(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Ru
 
 
 def _lantern_pp(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
-    rule = _lantern_pp_rule(model, options)
-    return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN, rule), rule
+    return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN), _lantern_pp_rule(model, options)
 
 
 def _eagle(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:

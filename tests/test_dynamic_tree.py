@@ -8,30 +8,31 @@ from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.eagle import EagleDrafter
 from engine.methods import MethodOptions
 from engine.rules.acceptance import ExactRule
-from engine.rules.lantern import LanternRule
+from engine.rules.lantern import DeltaBound, lantern_rule
 
 Q = torch.tensor([[0.40, 0.25, 0.15, 0.10, 0.05, 0.03, 0.01, 0.01]])  # (1, V)
 V = Q.shape[1]
+GREEDY, SAMPLING = SamplingConfig(temperature=0.0), SamplingConfig(temperature=1.0)  # the two modes a rule binds to
 TABLE = np.array([[(i + j) % V for j in range(1, V)] for i in range(V)])  # neighbours: the next codes
 
 
 def test_the_exact_rule_scores_a_draft_by_its_draft_probability():
     candidates = torch.tensor([[0, 2, 5]])
-    assert ExactRule().draft_confidence(Q, candidates).tolist() == Q[:, [0, 2, 5]].tolist()
+    assert ExactRule().bind(SAMPLING).draft_confidence(Q, candidates).tolist() == Q[:, [0, 2, 5]].tolist()
 
 
 def test_lantern_scores_a_sibling_by_the_chance_it_is_reached_and_passes():
-    rule = LanternRule(TABLE, delta=0.2, k=3)
+    rule = lantern_rule(TABLE, DeltaBound(0.2), k=3)
     candidates = torch.tensor([[0, 1, 2]])
     # q~ of 0: 0.40 + q(1) 0.25 > 0.2, so no credit -> 0.40; of 1: 0.25 + q(2) 0.15 = 0.40 (0.15 +
     # 0.10 > 0.2); of 2: 0.15 + 0.10 + 0.05 + 0.03 = 0.33.
     relaxed = [0.40, 0.40, 0.33]
     expected = [relaxed[0], (1 - relaxed[0]) * relaxed[1], (1 - relaxed[0]) * (1 - relaxed[1]) * relaxed[2]]
-    sampled = rule.draft_confidence(Q, candidates, greedy=False)[0].tolist()
+    sampled = rule.bind(SAMPLING).draft_confidence(Q, candidates)[0].tolist()
     assert sampled == pytest.approx(expected)
     # Greedy, judged on the parent's p: x passes when q~(x) beats the best other q; 0 and 1 both
     # do (0.40 >= 0.25, 0.40 >= 0.40), so the second is only needed when the first fails: never.
-    greedy = rule.draft_confidence(Q, candidates, greedy=True)[0].tolist()
+    greedy = rule.bind(GREEDY).draft_confidence(Q, candidates)[0].tolist()
     assert greedy[0] == pytest.approx(1.0) and greedy[1] == pytest.approx(1e-6)
 
 

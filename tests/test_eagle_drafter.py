@@ -7,6 +7,7 @@ from engine.core.sampling import combine_cfg
 from engine.drafters.base import DecodeState
 from engine.drafters.eagle import EagleDrafter
 from engine.drafters.eagle_net import EagleNet, above_embeddings, training_forward, unrolled_mask
+from engine.rules.acceptance import ExactRule
 from engine.train.features import sequence_features
 from tests.conftest import TINY_GPT, tiny_gpt
 
@@ -74,7 +75,8 @@ def test_the_drafter_drafts_with_what_training_showed_it(above):
     rows = torch.tensor([1, target.null_class])  # CFG's two rows
     feats = sequence_features(target, rows, tokens.expand(2, -1)).clone()  # (2, 1 + N, D)
     sampling = SamplingConfig(temperature=1.0, cfg_scale=4.0)
-    state = DecodeState(target=target, class_id=1, rows=2, sampling=sampling, generator=torch.Generator(),
+    state = DecodeState(target=target, class_id=1, rows=2, sampling=sampling, rule=ExactRule().bind(sampling),
+                        generator=torch.Generator(),
                         tokens=tokens[: t + 1].tolist(), num_tokens=n)
     drafter = EagleDrafter(net, TreeConfig(depth=2, top_k=2, total_tokens=7, min_score=0.0))
     drafter.reset(state, feats[:, :1])

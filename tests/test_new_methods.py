@@ -23,6 +23,7 @@ from engine.rules.gsd import GroupedRule, scaled_window
 from tests.conftest import TINY_GPT
 
 GREEDY = SamplingConfig(temperature=0.0, cfg_scale=2.0)
+SAMPLING = SamplingConfig(temperature=1.0)
 
 
 @pytest.mark.parametrize("choices", ["0 1 2 0.0 0.1 1.0 0.0.0", "0", "0 0.0 0.0.0 0.0.0.0 0.1 3 3.2"])
@@ -106,8 +107,8 @@ def test_gsd_with_a_group_of_one_is_the_exact_rule():
             p, q = rng.dirichlet(np.ones(vocab)), rng.dirichlet(np.ones(vocab))
             token, u = int(rng.integers(vocab)), float(rng.random())
             for q_dist in (None, q):
-                a = ExactRule().test(p, token, q_dist, greedy=False, uniform=u)
-                b = rule.test(p, token, q_dist, greedy=False, uniform=u)
+                a = ExactRule().bind(SAMPLING).test(p, token, q_dist, u)
+                b = rule.bind(SAMPLING).test(p, token, q_dist, u)
                 assert (a.accepted, a.accept_prob) == (b.accepted, pytest.approx(b.accept_prob))
                 np.testing.assert_allclose(a.residual, b.residual)
 
@@ -164,7 +165,6 @@ def test_sampled_static_siblings_with_the_exact_rule_sample_the_target():
     standard errors of a probability of at most 0.3)."""
     from types import SimpleNamespace
 
-    from engine.loop.verify import walk
 
     p = np.array([0.30, 0.22, 0.18, 0.12, 0.08, 0.06, 0.03, 0.01])
     q = torch.tensor([0.05, 0.05, 0.40, 0.10, 0.10, 0.10, 0.10, 0.10])
@@ -178,8 +178,8 @@ def test_sampled_static_siblings_with_the_exact_rule_sample_the_target():
         ranked = drafter._ranked_children(state, q)
         tree = StaticTreeDrafter._tree(0, [t for t, _, _ in ranked], [-1] * 3, [v for _, v, _ in ranked],
                                        [d for _, _, d in ranked])
-        result = walk(tree, np.stack([p] * 4), ExactRule(), False,
-                      torch.rand(5, generator=generator, dtype=torch.float64).numpy())
+        uniforms = torch.rand(5, generator=generator, dtype=torch.float64).numpy()
+        result = ExactRule().bind(SAMPLING).walk(tree, np.stack([p] * 4), uniforms)
         first = int(tree.tokens[result.accepted_nodes[0]]) if result.accepted_nodes else result.next_token
         counts[first] += 1
     assert np.abs(counts / draws - p).max() < 0.023

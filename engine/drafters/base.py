@@ -9,16 +9,18 @@ import torch
 from engine.core.config import SamplingConfig
 from engine.core.tree import DraftTree
 from engine.model.target import Target
+from engine.rules.acceptance import BoundRule
 
 
 @dataclass
 class DecodeState:
-    """What a drafter may read: the target, the tokens so far and the sampling setup."""
+    """What a drafter may read: the target, the tokens so far, the sampling setup and the rule."""
 
     target: Target
     class_id: int
     rows: int  # 2 with CFG (cond, null), else 1
     sampling: SamplingConfig
+    rule: BoundRule  # the rule judging this decode's drafts
     generator: torch.Generator
     tokens: list[int]
     num_tokens: int  # tokens in a whole image

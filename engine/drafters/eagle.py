@@ -35,22 +35,20 @@ from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState, Drafter
 from engine.drafters.eagle_net import EagleNet, above_for_drafting
 from engine.model.gpt import Rotation
-from engine.rules.acceptance import ExactRule, Rule
+from engine.rules.acceptance import BoundRule, Sampling
 
 CANDIDATES_PER_CHILD = 4  # how far down the draft ranking children are looked for
 
 
 class EagleDrafter(Drafter):
-    greedy = False  # whether the run decodes greedily (what a rejection rules out can depend on it)
-
-    def __init__(self, net: EagleNet, tree: TreeConfig, rule: Rule | None = None):
+    def __init__(self, net: EagleNet, tree: TreeConfig):
         self.net, self.tree_cfg = net, tree
-        self.rule = rule or ExactRule()
+        self.rule: BoundRule = Sampling()  # the decode's rule, set by reset
 
     def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
         capacity = state.target.cfg.block_size + self.draft_room() + 1
         self.cache = self.net.new_cache(state.rows, capacity)
-        self.greedy = state.sampling.greedy
+        self.rule = state.rule
         self.committed = 0  # drafter pairs in the cache; pair j holds image token j
         self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
         self.pending_tokens = list(state.tokens)
@@ -175,7 +173,7 @@ class EagleDrafter(Drafter):
         cand_conf = self._confidence(q, cand_q, cand_tokens)  # (F, C)
         order = cand_conf.argsort(dim=-1, descending=True, stable=True)  # (F, C): best score first
         cand_q, cand_tokens, cand_conf = (t.gather(1, order) for t in (cand_q, cand_tokens, cand_conf))
-        ruled = self.rule.rules_out(q, cand_tokens, self.greedy)  # (F, C, C), None: each itself alone
+        ruled = self.rule.rules_out(q, cand_tokens)  # (F, C, C), None: each itself alone
         if ruled is not None:
             others = ~torch.eye(ruled.shape[-1], dtype=torch.bool, device=ruled.device)  # (C, C)
             ruled = ruled if (ruled & others).any() else None
@@ -199,7 +197,7 @@ class EagleDrafter(Drafter):
         """(F, C) score factors of the candidates: their q, or the rule's acceptance estimate."""
         if self.tree_cfg.score == "draft":
             return cand_q
-        return self.rule.draft_confidence(q, cand_tokens, self.greedy)
+        return self.rule.draft_confidence(q, cand_tokens)
 
     def _tree_mask(self, frontier: list[int], parents: list[int], fed_slot: dict[int, int]) -> torch.Tensor:
         """(F, committed + fed) mask: the committed pairs, then each node's fed ancestors and itself."""

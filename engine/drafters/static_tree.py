@@ -63,8 +63,8 @@ def check_choices(paths: Choices) -> Choices:
 
 
 class StaticTreeDrafter(EagleDrafter):
-    def __init__(self, net: EagleNet, choices: Choices = EXACT_CHAIN, rule=None):
-        super().__init__(net, None, rule)
+    def __init__(self, net: EagleNet, choices: Choices = EXACT_CHAIN):
+        super().__init__(net, None)
         self.choices = check_choices(choices)
         self.depth = max(len(c) for c in self.choices)
         self.width = max(c[-1] for c in self.choices) + 1

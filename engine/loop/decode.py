@@ -16,10 +16,11 @@ from engine.core.sampling import combine_cfg, distribution, entropy_bits
 from engine.core.trace import StepTrace
 from engine.core.tree import DraftTree, causal_mask
 from engine.drafters.base import DecodeState, Drafter
-from engine.loop.verify import WalkResult, target_pass, walk
+from engine.loop.verify import target_pass
 from engine.model.kv_cache import KVCache
 from engine.model.target import Target
 from engine.rules.acceptance import Rule
+from engine.rules.walks import WalkResult
 
 MAX_TREE_NODES = 129  # the largest tree a drafter may propose (TreeConfig allows 128 + root)
 
@@ -34,7 +35,9 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
     """Generate one image's tokens for `class_id`, yielding a trace after every target pass."""
     cfg, weight = target.cfg, target.output.weight
     generator = torch.Generator().manual_seed(sampling.seed)
-    state = DecodeState(target, class_id, 1 + sampling.uses_cfg, sampling, generator, [], cfg.num_image_tokens)
+    bound = rule.bind(sampling)  # the rule for this decode's mode, greedy or sampling
+    state = DecodeState(target, class_id, 1 + sampling.uses_cfg, sampling, bound, generator, [],
+                        cfg.num_image_tokens)
     cache = KVCache.for_model(cfg, state.rows, cfg.block_size + MAX_TREE_NODES, weight.dtype, weight.device)
     judged = rule.target_sampling(sampling)  # how the rule wants the target's p filtered
 
@@ -42,7 +45,7 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
     started = time.perf_counter()
     hidden, probs = _prefill(target, cache, state, judged)  # (R, P, D), (1, V)
     committed, verify_ms = hidden.shape[1], _elapsed_ms(started)
-    first = walk(DraftTree.root_only(0), probs, rule, sampling.greedy, _uniforms(generator, 1))
+    first = bound.walk(DraftTree.root_only(0), probs, _uniforms(generator, 1))
     state.tokens.append(first.next_token)
     drafter.reset(state, hidden)
     yield _trace(0, DraftTree.root_only(first.next_token), first, probs, state, 0.0, verify_ms, 0.0,
@@ -63,7 +66,7 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
 
         # 3. Accept: walk the tree with the rule, draw the next token where the walk stops.
         started = time.perf_counter()
-        result = walk(tree, verified.probs, rule, sampling.greedy, _uniforms(generator, tree.size))
+        result = bound.walk(tree, verified.probs, _uniforms(generator, tree.size))
         accept_ms = _elapsed_ms(started)
 
         # 4. Keep the cache entries of the root and the accepted path, contiguously.

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.core.config import SamplingConfig
 from engine.core.trace import Verdict
-from engine.rules.acceptance import ExactRule, Rule, exact_residual, normalised
+from engine.rules.acceptance import BoundRule, Greedy, Rule, Sampling, exact_residual, normalised
 
 PUBLISHED_VOCAB, PUBLISHED_WINDOW = 8192, 7
 
@@ -54,12 +55,18 @@ class GroupedRule(Rule):
         close_e = (gaps ** 2).sum(-1) < self.max_distance
         return np.concatenate([[token], candidates[close_p & close_e]]).astype(np.int64)
 
-    def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, greedy: bool,
-             uniform: float) -> Verdict:
+    def bind(self, sampling: SamplingConfig) -> BoundRule:
+        # Under greedy decoding a group changes nothing about the argmax: the exact rule.
+        return Greedy() if sampling.greedy else GroupedSampling(self)
+
+
+class GroupedSampling(Sampling):
+    def __init__(self, rule: GroupedRule):
+        self.rule = rule
+
+    def test(self, p: np.ndarray, token: int, q_dist: np.ndarray | None, uniform: float) -> Verdict:
         p = normalised(p)
-        if greedy:  # a group changes nothing about the argmax
-            return ExactRule().test(p, token, q_dist, greedy, uniform)
-        members = self.group(p, token)
+        members = self.rule.group(p, token)
         q_mass = 1.0 if q_dist is None else float(q_dist[members].sum())
         p_mass = float(p[members].sum())
         prob = min(1.0, p_mass / q_mass) if q_mass > 0 else 0.0
