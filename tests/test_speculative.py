@@ -65,6 +65,9 @@ class OracleDrafter:
     def observe(self, state, tree, kept, hidden, probs):
         pass
 
+    def largest_tree(self):
+        return 7  # the root and two children at each of three levels
+
     def propose(self, state, root, max_depth):
         from engine.core.tree import DraftTree
 

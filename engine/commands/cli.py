@@ -74,7 +74,8 @@ def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
 
 
 def _sampling(args) -> SamplingConfig:
-    return SamplingConfig(args.temperature, args.top_k, args.top_p, args.cfg, args.seed)
+    return SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, cfg_scale=args.cfg,
+                          seed=args.seed)
 
 
 def _options(args) -> MethodOptions:

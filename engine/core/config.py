@@ -61,21 +61,23 @@ class SamplingConfig:
 
 
 TREE_SCORES = ("rule", "draft")
+# The allowed ranges of the tree's sizes: the checks below, the page's sliders and the command line
+# read these. A shared app keeps trees small enough that one user's request cannot stall the others.
+TREE_DEPTH_RANGE = (1, 16)  # one grid row: as deep as a drafter reading the token above can draft
+TREE_TOP_K_RANGE = (1, 16)
+TREE_TOKENS_RANGE = (2, 64)
 
 
 @dataclass(frozen=True)
 class TreeConfig:
     """EAGLE-2 dynamic tree: at most `depth` drafter calls, `top_k` children per node, `total_tokens` kept.
 
-    The defaults were picked by measuring on a 2-core CPU, where every drafter call streams the
-    drafter's weights from memory again and verifying a node is far from free (the paper's GPU
-    setting, a 59-token tree, suits hardware where both nearly are): each node ranked by the rule's
-    estimate of being reached and accepted, no node expanded below a 0.2 chance, and room for a
-    16-deep chain (17 tokens), as deep as a drafter reading the token above can draft. Under the
-    exact rule that mostly drafts one or two levels (1.3 drafter calls a step, as with 7 tokens);
-    under LANTERN's greedy rule, which accepts almost every top draft, a 16-deep chain. Measured
-    against depth 6 and 7 tokens (16 images, 2 repeats): greedy LANTERN (delta 0.2) 2.76x -> 4.27x,
-    EAGLE-2 1.55x -> 1.51x; sampling (delta 0.4) LANTERN 1.11x -> 1.03x, EAGLE-2 0.94x -> 0.93x.
+    The defaults suit a 2-core CPU, where every drafter call streams the drafter's weights from
+    memory again and verifying a node is far from free (the paper's GPU setting, a 59-token tree,
+    suits hardware where both nearly are): each node ranked by the rule's estimate of being reached
+    and accepted, no node expanded below a 0.2 chance, and room for a 16-deep chain (17 tokens), as
+    deep as a drafter reading the token above can draft. Under the exact rule that mostly drafts one
+    or two levels; under LANTERN's greedy rule, which accepts most top drafts, a long chain.
     """
 
     depth: int = 16
@@ -89,7 +91,7 @@ class TreeConfig:
                  f"tree min score {self.min_score} is out of range; allowed: 0 to below 1")
         _require(self.score in TREE_SCORES,
                  f"tree score {self.score!r} is unknown; allowed: {', '.join(TREE_SCORES)}")
-        _require(1 <= self.depth <= 16, f"tree depth {self.depth} is out of range; allowed: 1 to 16")
-        _require(1 <= self.top_k <= 32, f"tree top-k {self.top_k} is out of range; allowed: 1 to 32")
-        _require(2 <= self.total_tokens <= 128,
-                 f"tree total tokens {self.total_tokens} is out of range; allowed: 2 to 128")
+        for label, value, (low, high) in (("tree depth", self.depth, TREE_DEPTH_RANGE),
+                                          ("tree top-k", self.top_k, TREE_TOP_K_RANGE),
+                                          ("tree total tokens", self.total_tokens, TREE_TOKENS_RANGE)):
+            _require(low <= value <= high, f"{label} {value} is out of range; allowed: {low} to {high}")

@@ -40,6 +40,10 @@ class Drafter:
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         return DraftTree.root_only(root)
 
+    def largest_tree(self) -> int:
+        """The most nodes, root included, a proposal may hold: the target's cache keeps room for them."""
+        return 1
+
     def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
                 probs: np.ndarray) -> None:
         """Called after verification with the kept nodes (root first), the target features of every

@@ -67,6 +67,9 @@ class EagleDrafter(Drafter):
         depth = min(wanted, max_depth)
         return depth if self.net.fc_above is None else min(depth, state.target.cfg.grid_size)
 
+    def largest_tree(self) -> int:
+        return self.tree_cfg.total_tokens
+
     def draft_room(self) -> int:
         """Drafter cache slots a proposal may fill beyond the committed pairs."""
         return self.tree_cfg.depth * self.tree_cfg.top_k

@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.core.config import InvalidInput
 from engine.core.sampling import draw, pick
 from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState, Drafter
@@ -31,10 +30,11 @@ class JacobiDrafter(Drafter):
                  fresh_point_mass: bool = False):
         """fresh_point_mass: count a random fresh draft as a point mass (q(x) = 1), as GSD's code
         does, instead of as a draw from the uniform distribution."""
-        if init not in INITS:
-            raise InvalidInput(f"unknown Jacobi initialisation {init!r}; allowed: {', '.join(INITS)}")
         self.window, self.init, self.coupled = window, init, coupled
         self.fresh_point_mass = fresh_point_mass
+
+    def largest_tree(self) -> int:
+        return self.window + 1
 
     def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
         self.dists: list[np.ndarray] = []  # target distributions for the positions after the root

@@ -59,6 +59,9 @@ class MedusaDrafter(Drafter):
         self.paths = [p for p in paths if len(p) <= usable]
         self.ranks_needed = max(max(p) for p in self.paths) + 1
 
+    def largest_tree(self) -> int:
+        return len(self.paths) + 1
+
     def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
         self.feature = prefix_hidden[:, -1]  # (R, D): the feature that predicted the root
 

@@ -19,6 +19,9 @@ class SpsDrafter(Drafter):
     def __init__(self, draft: GPT, gamma: int):
         self.draft, self.gamma = draft, gamma
 
+    def largest_tree(self) -> int:
+        return self.gamma + 1
+
     def reset(self, state: DecodeState, prefix_hidden: torch.Tensor) -> None:
         cfg = self.draft.cfg
         device = self.draft.output.weight.device

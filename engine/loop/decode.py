@@ -22,8 +22,6 @@ from engine.model.target import Target
 from engine.rules.acceptance import Rule
 from engine.rules.walks import WalkResult
 
-MAX_TREE_NODES = 129  # the largest tree a drafter may propose (TreeConfig allows 128 + root)
-
 
 def _elapsed_ms(since: float) -> float:
     return (time.perf_counter() - since) * 1000.0
@@ -38,7 +36,7 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
     bound = rule.bind(sampling)  # the rule for this decode's mode, greedy or sampling
     state = DecodeState(target, class_id, 1 + sampling.uses_cfg, sampling, bound, generator, [],
                         cfg.num_image_tokens)
-    cache = KVCache.for_model(cfg, state.rows, cfg.block_size + MAX_TREE_NODES, weight.dtype, weight.device)
+    cache = KVCache.for_model(cfg, state.rows, cfg.block_size + drafter.largest_tree(), weight.dtype, weight.device)
     judged = rule.target_sampling(sampling)  # how the rule wants the target's p filtered
 
     # 0. Prefill: the condition prefix gives the distribution of the first image token.
