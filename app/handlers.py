@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 import gradio as gr
@@ -58,13 +58,24 @@ def stream_comparison(runtime: Runtime, request: CompareRequest) -> Iterator[lis
     """Stream a comparison: images, maps and counters while decoding, everything else at the end."""
     started = time.perf_counter()
     model, condition, lanes, steps = _start(runtime, request)
-    # Counters and maps are cheap and follow every MIN_UPDATE_S; images cost a VQ decode (seconds
-    # for a large official decoder on a CPU), so they follow only as often as DECODE_SHARE allows.
-    shown, mapped, due, images_due = [-1] * len(lanes), [-1] * len(lanes), 0.0, 0.0
-    for _ in itertools.chain([lanes], steps):  # the same list each time, updated in place
+    for preview in previews((model, progress) for progress in itertools.chain([lanes], steps)):
+        yield preview.flatten()
+    yield final_outputs(runtime, runtime.finish(request, model, lanes, started)).flatten()
+
+
+def previews(progress: Iterable[tuple[ImageModel, list[Lane]]]) -> Iterator[ComparisonOutputs]:
+    """Images, maps and counters of lanes in progress (with the model they run on), throttled: most
+    steps are skipped.
+
+    Counters and maps are cheap and follow every MIN_UPDATE_S; images cost a VQ decode (seconds for
+    a large official decoder on a CPU), so they follow only as often as DECODE_SHARE allows."""
+    shown, mapped, due, images_due = None, None, 0.0, 0.0
+    for model, lanes in progress:
         now = time.perf_counter()
         if now < due:
             continue
+        if shown is None:
+            shown, mapped = [-1] * len(lanes), [-1] * len(lanes)
         images = [gr.skip()] * len(lanes)
         if now >= images_due:
             images = _images(model, lanes, shown)
@@ -72,9 +83,8 @@ def stream_comparison(runtime: Runtime, request: CompareRequest) -> Iterator[lis
         maps = _maps(model, lanes, mapped)
         counters = [text.counters_html(row) for row in summary(lanes)]
         yield ComparisonOutputs(images=panel_values(images, None), maps=panel_values(maps, None),
-                                counters=panel_values(counters, "")).flatten()
+                                counters=panel_values(counters, ""))
         due = time.perf_counter() + MIN_UPDATE_S
-    yield final_outputs(runtime, runtime.finish(request, model, lanes, started)).flatten()
 
 
 def _start(runtime: Runtime, request: CompareRequest):
@@ -251,15 +261,20 @@ def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: 
 
 
 def on_load(runtime: Runtime, delta: float, k: int, temperature: float, methods: list[str]) -> Iterator[list]:
-    """At page load: the codebook and the sweep at once, then the start-up comparison when ready."""
+    """At page load: the codebook and the sweep at once, then the start-up comparison, streamed as it
+    decodes (or at once, if it is already done)."""
     first = LoadOutputs()
     try:
         first.latent_plot = codebook_figure(runtime)
     except (OSError, RuntimeError, ValueError) as err:  # no model: the page still comes up and says so
         runtime.warm_error = runtime.warm_error or f"the model could not be loaded: {err}"
-    first.counters = [text.waiting_html(runtime.warm_error or "Computing a first comparison…")] * PANELS
+    first.counters = [text.waiting_html(runtime.warm_error or "Starting a first comparison…")] * PANELS
     first.tradeoff_plot, first.tradeoff_note = tradeoff(delta, k, temperature, methods)
     yield first.flatten()
+    for count, preview in enumerate(previews(runtime.first_run.progress(timeout=300))):
+        # The menus name what the panels run from the first preview on, as they do after a Run.
+        menus = {"methods": panel_values(runtime.first_run.methods, gr.skip())} if count == 0 else {}
+        yield LoadOutputs(**vars(preview), **menus).flatten()
     state = runtime.cached_run(timeout=300)
     if state is None:
         yield LoadOutputs(counters=[text.waiting_html(runtime.warm_error or "Press Run to start.")] * PANELS).flatten()

@@ -1,8 +1,9 @@
 """The models behind the page and the first comparison shown at page load.
 
 The embedded model is loaded once, in a background thread started with the server, so that the page
-is ready in seconds; a default comparison computed right after it gives the page something real to
-show. Official models load on first use, from LANTERN_WEIGHTS_DIR or the Hugging Face Hub.
+is ready in seconds; a default comparison decoded right after it (app.first_run) gives the page
+something real to show, streamed to every page that loads meanwhile. Official models load on first
+use, from LANTERN_WEIGHTS_DIR or the Hugging Face Hub.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from app.lanes import Lane, run_to_end
+from app.first_run import FirstRun
+from app.lanes import Lane, interleave
 from app.render import padded_tokens
 from app.request import DEFAULT_MODEL, CompareRequest
 from app.shipped import Projection, load_projection
@@ -69,9 +71,7 @@ class Runtime:
         self._models: dict[str, LoadedModel] = {}
         self._loading: dict[str, threading.Lock] = {}
         self._projections: dict[str, Projection] = {}
-        self._cached: RunState | None = None
-        self._warm_done = threading.Event()
-        self._computing_run = False
+        self.first_run = FirstRun()
         self.warm_error: str | None = None
 
     def model(self, name: str = DEFAULT_MODEL) -> LoadedModel:
@@ -143,7 +143,7 @@ class Runtime:
         """Load the model (and, if `warm`, compute the `request` comparison, by default the page's
         defaults) in a daemon thread."""
         request = request or CompareRequest()
-        self._computing_run = warm
+        self.first_run.expected = warm
         thread = threading.Thread(target=self._warm_up, args=(request if warm else None,),
                                   name="explorer-warm-up", daemon=True)
         thread.start()
@@ -156,31 +156,33 @@ class Runtime:
             self.projection(self.model(name))
             log.info("model %s loaded in %.1f s", name, time.perf_counter() - started)
             if request is not None:
-                self._cached = self.run(request)
+                self.first_run.end(self.run(request, on_step=self.first_run.publish))
                 log.info("first comparison ready in %.1f s", time.perf_counter() - started)
         except Exception as err:  # the page must come up even if the first run cannot be made
             log.exception("warm-up failed")
             self.warm_error = str(err)
         finally:
-            self._warm_done.set()
+            self.first_run.end(self.first_run.state)  # a failed run ends too, so that no page waits on
 
-    def run(self, request: CompareRequest) -> RunState:
-        """A whole comparison without streaming, with methods this model cannot run replaced."""
+    def run(self, request: CompareRequest,
+            on_step: Callable[[ImageModel, list[Lane]], None] | None = None) -> RunState:
+        """A whole comparison, with methods this model cannot run replaced; `on_step` sees the lanes
+        after every step (the same list, updated in place)."""
         options, methods = request.options(), request.panel_methods()
         self.check_condition(request)
         model, condition = self.bound_model(request)
         methods = usable_methods(model, methods)
         request = CompareRequest(**{**request.__dict__, "methods": tuple(methods)})
         started = time.perf_counter()
-        lanes = run_to_end(model, methods, request.sampling(), condition, options)
+        lanes: list[Lane] = []
+        for lanes in interleave(model, methods, request.sampling(), condition, options):
+            if on_step is not None:
+                on_step(model, lanes)
         return self.finish(request, model, lanes, started)
 
     def cached_run(self, timeout: float) -> RunState | None:
         """The start-up comparison, waiting for it up to `timeout` s; None if none is being made."""
-        if not self._computing_run:
-            return None
-        self._warm_done.wait(timeout)
-        return self._cached
+        return self.first_run.wait(timeout)
 
 
 def usable_methods(model: ImageModel, wanted: list[str]) -> list[str]:

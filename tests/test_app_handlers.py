@@ -98,9 +98,39 @@ def test_page_load_without_a_start_up_run(runtime):
 
 def test_page_load_shows_the_start_up_run(runtime):
     runtime.start(warm=True, request=REQUEST).join(timeout=120)
-    final = LoadOutputs.unflatten(list(handlers.on_load(runtime, 0.2, 64, 0.0, ["vanilla", "eagle2", "lantern"]))[-1])
+    updates = list(handlers.on_load(runtime, 0.2, 64, 0.0, ["vanilla", "eagle2", "lantern"]))
+    assert len(updates) == 2  # already decoded: no previews, the result at once
+    final = LoadOutputs.unflatten(updates[-1])
     assert final.run_state.lanes[0].method == "vanilla"
     assert final.methods == [lane.method for lane in runtime.cached_run(0).lanes]
+
+
+def test_page_load_streams_the_start_up_run_while_it_decodes(runtime, monkeypatch):
+    monkeypatch.setattr(handlers, "MIN_UPDATE_S", 0.0)  # a preview after every step
+    monkeypatch.setattr(handlers, "DECODE_SHARE", 0.0)
+    first = runtime.first_run
+    first.expected = True
+    loading = handlers.on_load(runtime, 0.2, 8, 1.0, ["vanilla", "eagle2", "lantern"])
+    assert "first comparison" in LoadOutputs.unflatten(next(loading)).counters[0]
+    previews = []
+
+    def step_then_look(model, lanes):  # the decoding publishes a step, then the page takes its update
+        first.publish(model, lanes)
+        previews.append(LoadOutputs.unflatten(next(loading)))
+
+    first.end(runtime.run(REQUEST, on_step=step_then_look))
+    final = LoadOutputs.unflatten(next(loading))
+    with pytest.raises(StopIteration):
+        next(loading)
+    assert len(previews) > 3
+    methods = [lane.method for lane in final.run_state.lanes]
+    assert previews[0].methods == methods and isinstance(previews[1].methods[0], SKIP)
+    pending = handlers.render.PENDING.tolist()
+    cell = 256 // TINY_GPT.grid_size
+    corner = (256 - cell // 2, 256 - cell // 2)  # the last token's cell: pending until the very end
+    assert previews[0].images[0][corner].tolist() == pending
+    assert final.images[0][corner].tolist() != pending
+    assert "tokens" in previews[-1].counters[2] and isinstance(previews[-1].length_plot, SKIP)
 
 
 def test_new_methods_run_to_the_end_with_their_settings(runtime):
