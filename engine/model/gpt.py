@@ -183,6 +183,11 @@ class ClassEmbedder(nn.Module):
 
 
 class GPT(nn.Module):
+    rope: torch.Tensor  # a buffer: (cls_token_num + grid^2, head_dim // 2, 2) cos/sin by sequence position
+    # rotation(rope) at every position, and the weight_state of the table it was made from
+    _rotations: Rotation | None
+    _rotations_key: tuple[int, int] | None
+
     def __init__(self, cfg: GPTConfig, condition: nn.Module | None = None):
         super().__init__()
         self.cfg = cfg
@@ -205,9 +210,11 @@ class GPT(nn.Module):
         rotation(self.rope[positions]), without rebuilding it on every call (remade when the table is
         replaced or moved)."""
         key = weight_state(self.rope)
-        if self._rotations_key != key:
-            self._rotations, self._rotations_key = rotation(self.rope), key
-        return Rotation(self._rotations.cos[positions], self._rotations.sin[positions])  # (T, 1, hd) x 2
+        rotations = self._rotations
+        if rotations is None or self._rotations_key != key:
+            rotations, self._rotations_key = rotation(self.rope), key
+            self._rotations = rotations
+        return Rotation(rotations.cos[positions], rotations.sin[positions])  # (T, 1, hd) x 2
 
     def embed_condition(self, class_ids: torch.Tensor) -> torch.Tensor:
         return self.cls_embedding(class_ids)  # (B, cls_token_num, D)

@@ -42,7 +42,7 @@ def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
     entry = _packed.get(key)
     if entry is None or entry[0]() is not weight or entry[1] != version:
         # The callback drops the copy with the weight, before its id can be reused.
-        ref = weakref.ref(weight, lambda _, key=key: _packed.pop(key, None))
+        ref = weakref.ref(weight, lambda _: _packed.pop(key, None))
         entry = (ref, version, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows))
         _packed[key] = entry
     return entry[2]

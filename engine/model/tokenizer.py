@@ -6,7 +6,9 @@ and codebook size are configurable so that a small one can be trained here.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -79,6 +81,19 @@ class Upsample(nn.Module):
         return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
 
 
+class Level(nn.Module):
+    """One resolution of the encoder or decoder, under LlamaGen's names: residual blocks, attention
+    blocks (the innermost level only) and, where the resolution changes, a resampler."""
+
+    downsample: Downsample  # encoder levels but the last; absent otherwise (forward checks hasattr)
+    upsample: Upsample  # decoder levels but the outermost; absent otherwise
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.res = nn.ModuleList()
+        self.attn = nn.ModuleList()
+
+
 class Encoder(nn.Module):
     def __init__(self, cfg: VQConfig):
         super().__init__()
@@ -87,9 +102,7 @@ class Encoder(nn.Module):
         self.conv_blocks = nn.ModuleList()
         c_in = cfg.ch
         for level, mult in enumerate(cfg.ch_mult):
-            block, c_out, last = nn.Module(), cfg.ch * mult, level == levels - 1
-            block.res = nn.ModuleList()
-            block.attn = nn.ModuleList()
+            block, c_out, last = Level(), cfg.ch * mult, level == levels - 1
             for _ in range(cfg.num_res_blocks):
                 block.res.append(ResnetBlock(c_in, c_out))
                 c_in = c_out
@@ -104,7 +117,7 @@ class Encoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.conv_in(x)
-        for block in self.conv_blocks:
+        for block in cast("Iterable[Level]", self.conv_blocks):
             for i, res in enumerate(block.res):
                 h = res(h)
                 if len(block.attn) > 0:
@@ -125,9 +138,7 @@ class Decoder(nn.Module):
         self.mid = nn.ModuleList([ResnetBlock(c_in, c_in), AttnBlock(c_in), ResnetBlock(c_in, c_in)])
         self.conv_blocks = nn.ModuleList()
         for level in reversed(range(levels)):
-            block, c_out, last = nn.Module(), cfg.ch * cfg.ch_mult[level], level == levels - 1
-            block.res = nn.ModuleList()
-            block.attn = nn.ModuleList()
+            block, c_out, last = Level(), cfg.ch * cfg.ch_mult[level], level == levels - 1
             for _ in range(cfg.num_res_blocks + 1):
                 block.res.append(ResnetBlock(c_in, c_out))
                 c_in = c_out
@@ -143,7 +154,7 @@ class Decoder(nn.Module):
         h = self.conv_in(z)
         for layer in self.mid:
             h = layer(h)
-        for block in self.conv_blocks:
+        for block in cast("Iterable[Level]", self.conv_blocks):
             for i, res in enumerate(block.res):
                 h = res(h)
                 if len(block.attn) > 0:

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")
+M = TypeVar("M", bound=torch.nn.Module)
 
 
 class WeightsError(RuntimeError):
@@ -80,7 +85,7 @@ def load_strict(model: torch.nn.Module, state: dict[str, torch.Tensor], source: 
     model.load_state_dict(state, strict=True)
 
 
-def load_module(path: Path, config_type: type, module_type: type) -> torch.nn.Module:
+def load_module(path: Path, config_type: type[DataclassInstance], module_type: Callable[[Any], M]) -> M:
     """Build `module_type(config)` from the config stored in the file and load its tensors strictly."""
     config = config_from_metadata(path, config_type)
     module = module_type(config)
