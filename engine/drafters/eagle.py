@@ -41,7 +41,12 @@ CANDIDATES_PER_CHILD = 4  # how far down the draft ranking children are looked f
 
 
 class EagleDrafter(Drafter):
-    def __init__(self, net: EagleNet, tree: TreeConfig):
+    # Laid out by each proposal's _catch_up (see reset); `above` stays None for a drafter without fc_above.
+    rotations: Rotation | None
+    above: torch.Tensor | None
+
+    def __init__(self, net: EagleNet, tree: TreeConfig | None):
+        """`tree` None: a subclass that lays out trees of its own shape (StaticTreeDrafter)."""
         self.net, self.tree_cfg = net, tree
         self.rule: BoundRule = Sampling()  # the decode's rule, set by reset
 
@@ -67,12 +72,18 @@ class EagleDrafter(Drafter):
         depth = min(wanted, max_depth)
         return depth if self.net.fc_above is None else min(depth, state.target.cfg.grid_size)
 
+    @property
+    def dynamic_tree(self) -> TreeConfig:
+        """The shape of the trees EAGLE-2 grows; a subclass without one overrides what reads it."""
+        assert self.tree_cfg is not None, "a drafter with trees of its own shape reads no TreeConfig"
+        return self.tree_cfg
+
     def largest_tree(self) -> int:
-        return self.tree_cfg.total_tokens
+        return self.dynamic_tree.total_tokens
 
     def draft_room(self) -> int:
         """Drafter cache slots a proposal may fill beyond the committed pairs."""
-        return self.tree_cfg.depth * self.tree_cfg.top_k
+        return self.dynamic_tree.depth * self.dynamic_tree.top_k
 
     def _run(self, state: DecodeState, tokens: torch.Tensor, features: torch.Tensor, rows: slice,
              first_slot: int, mask: torch.Tensor) -> torch.Tensor:
@@ -84,7 +95,9 @@ class EagleDrafter(Drafter):
         count = len(tokens)
         slots = torch.arange(first_slot, first_slot + count, device=device)  # (T,)
         emb = state.target.embed_tokens(tokens.to(device)).expand(state.rows, -1, -1)  # (R, T, D)
-        rope = Rotation(self.rotations.cos[rows], self.rotations.sin[rows])  # (T or 1, 1, hd) x 2
+        rotations = self.rotations
+        assert rotations is not None, "_catch_up lays out the rotations before the proposal's calls"
+        rope = Rotation(rotations.cos[rows], rotations.sin[rows])  # (T or 1, 1, hd) x 2
         above = None if self.above is None else self.above[:, rows].expand(state.rows, count, -1)  # (R, T, D)
         return self.net(emb, features, rope, self.cache, slots, mask.to(device), above)
 
@@ -121,7 +134,7 @@ class EagleDrafter(Drafter):
                          slice(0, n_pending), self.committed - n_pending, mask)
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
-        cfg = self.tree_cfg
+        cfg = self.dynamic_tree
         depth = self.levels(state, cfg.depth, max_depth)
         out = self._catch_up(state, depth)
         q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
@@ -185,9 +198,9 @@ class EagleDrafter(Drafter):
         picks = []
         for row in ruled.tolist():
             chosen, blocked = [], [False] * len(row)
-            for index, rules in enumerate(row):
-                if not blocked[index]:
-                    chosen.append(index)
+            for candidate, rules in enumerate(row):
+                if not blocked[candidate]:
+                    chosen.append(candidate)
                     blocked = [b or r for b, r in zip(blocked, rules)]
                     if len(chosen) == k:
                         break
@@ -198,7 +211,7 @@ class EagleDrafter(Drafter):
 
     def _confidence(self, q: torch.Tensor, cand_q: torch.Tensor, cand_tokens: torch.Tensor) -> torch.Tensor:
         """(F, C) score factors of the candidates: their q, or the rule's acceptance estimate."""
-        if self.tree_cfg.score == "draft":
+        if self.dynamic_tree.score == "draft":
             return cand_q
         return self.rule.draft_confidence(q, cand_tokens)
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engine.model.gpt import GPT, GPTConfig, TransformerBlock
+from engine.model.gpt import GPT, GPTConfig, Rotation, TransformerBlock
 from engine.model.kv_cache import KVCache
 from engine.model.matmul import weight_state
+from engine.model.target import Target
 from engine.model.weights import config_from_metadata, load_state, load_strict, read_metadata
 
 
@@ -30,12 +31,14 @@ class EagleNet(nn.Module):
         self.cfg = cfg
         self.fc = nn.Linear(2 * cfg.dim, cfg.dim, bias=True)
         self.fc_above = nn.Linear(cfg.dim, cfg.dim, bias=False) if above else None
-        self._joined, self._joined_key = None, None  # [fc | fc_above] for drafting, and what it was built from
+        # [fc | fc_above] for drafting, and the weight_state of the weights it was built from
+        self._joined: torch.Tensor | None = None
+        self._joined_key: tuple[tuple[int, int], ...] | None = None
         self.layer = TransformerBlock(cfg)
         # EAGLE's block has no input norm: the fused features enter attention as they are.
         self.layer.attention_norm = nn.Identity()
 
-    def forward(self, token_embeddings: torch.Tensor, features: torch.Tensor, rope: torch.Tensor,
+    def forward(self, token_embeddings: torch.Tensor, features: torch.Tensor, rope: torch.Tensor | Rotation,
                 cache: KVCache | None, slots: torch.Tensor | None, mask: torch.Tensor,
                 above_embeddings: torch.Tensor | None = None) -> torch.Tensor:
         """token_embeddings, features, above_embeddings (R, T, D) -> predicted next features (R, T, D)."""
@@ -44,19 +47,21 @@ class EagleNet(nn.Module):
         elif torch.is_grad_enabled():
             h = self.fc(torch.cat([token_embeddings, features], dim=-1)) + self.fc_above(above_embeddings)
         else:  # one product instead of two and a sum: drafting makes several small calls a step
+            assert above_embeddings is not None, "a drafter with fc_above reads the tokens above"
             inputs = torch.cat([token_embeddings, features, above_embeddings], dim=-1)  # (R, T, 3D)
-            h = torch.addmm(self.fc.bias, inputs.flatten(0, 1), self._joined_input_weight().t())
+            h = torch.addmm(self.fc.bias, inputs.flatten(0, 1), self._joined_input_weight(self.fc_above).t())
             h = h.view(*inputs.shape[:2], -1)  # (R, T, D)
         return self.layer(h, rope, 0, cache, slots, mask)
 
-    def _joined_input_weight(self) -> torch.Tensor:
+    def _joined_input_weight(self, fc_above: nn.Linear) -> torch.Tensor:
         """[fc | fc_above] as one (D, 3D) weight, rebuilt when either changes."""
-        parts = (self.fc.weight, self.fc_above.weight)
+        parts = (self.fc.weight, fc_above.weight)
         key = tuple(weight_state(w) for w in parts)
-        if self._joined_key != key:
-            self._joined = torch.cat([w.detach() for w in parts], dim=1)  # (D, 3D)
-            self._joined_key = key
-        return self._joined
+        joined = self._joined
+        if joined is None or self._joined_key != key:
+            joined = torch.cat([w.detach() for w in parts], dim=1)  # (D, 3D)
+            self._joined, self._joined_key = joined, key
+        return joined
 
     def new_cache(self, rows: int, capacity: int) -> KVCache:
         cfg = self.cfg
@@ -128,13 +133,13 @@ def above_embeddings(target: GPT, tokens: torch.Tensor) -> torch.Tensor:
     return _embedded_above(target, tokens, torch.arange(tokens.shape[1]) + 1)
 
 
-def above_for_drafting(target: GPT, known: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+def above_for_drafting(target: Target, known: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
     """Embeddings (1, T, D) of the committed tokens `known` (n,) one grid row above the image
     positions `predicted` (T,) (zeros above the first row), as above_embeddings gives them in training."""
     return _embedded_above(target, known[None], predicted)
 
 
-def _embedded_above(target: GPT, tokens: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+def _embedded_above(target: Target, tokens: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
     """tokens (B, n), image positions predicted (T,) -> (B, T, D): the embedding of the token one
     grid row above each position, zeros above the first row."""
     index = predicted - target.cfg.grid_size  # (T,)

@@ -76,9 +76,13 @@ class StaticTreeDrafter(EagleDrafter):
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         depth = self.levels(state, self.depth, max_depth)
         out = self._catch_up(state, depth)  # (R, n, D)
-        predicted = {(): out[:, -1]}  # path -> the drafter's feature at that node, (R, D)
+        # path -> the drafter's feature at that node, (R, D)
+        predicted: dict[tuple[int, ...], torch.Tensor] = {(): out[:, -1]}
         node_of: dict[tuple[int, ...], int] = {}
-        tokens, parents, qs, q_dists = [], [], [], []
+        tokens: list[int] = []
+        parents: list[int] = []
+        qs: list[float] = []
+        q_dists: list[torch.Tensor] = []
         fed_slot: dict[int, int] = {}
         for level in range(1, depth + 1):
             level_paths = [c for c in self.choices if len(c) == level and (level == 1 or c[:-1] in node_of)]
@@ -105,7 +109,8 @@ class StaticTreeDrafter(EagleDrafter):
                 tokens.append(token)
                 parents.append(node_of.get(path[:-1], -1))
                 qs.append(q_token)
-                q_dists.append(q_dist)
+                if q_dist is not None:  # None when greedy, which passes the tree no distributions
+                    q_dists.append(q_dist)
         return self._tree(root, tokens, parents, qs, q_dists if not state.sampling.greedy else None)
 
     def _ranked_children(self, state: DecodeState, q: torch.Tensor) -> list[tuple[int, float, torch.Tensor | None]]:
@@ -120,7 +125,7 @@ class StaticTreeDrafter(EagleDrafter):
             return [(int(t), float(p), None) for t, p in zip(top_tokens, top_q)]
         drawn = torch.multinomial(q.double(), width, replacement=False, generator=state.generator)  # (width,)
         left = q.double() / q.double().sum()  # (V,)
-        ranked = []
+        ranked: list[tuple[int, float, torch.Tensor | None]] = []
         for token in drawn.tolist():
             ranked.append((token, float(left[token]), left))
             left = left.clone()

@@ -161,7 +161,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.attention = Attention(cfg)
         self.feed_forward = FeedForward(cfg)
-        self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.attention_norm: nn.Module = RMSNorm(cfg.dim, cfg.norm_eps)  # EAGLE's block replaces it
         self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
 
     def forward(self, x, rope, layer, cache, slots, mask) -> torch.Tensor:

@@ -10,7 +10,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from engine.model.gpt import GPTConfig
+from engine.model.gpt import GPTConfig, Rotation
 from engine.model.kv_cache import KVCache
 
 
@@ -22,6 +22,9 @@ class Target(Protocol):
     @property
     def null_class(self) -> int:
         """The class id of CFG's null condition."""
+
+    def rotation_at(self, positions: torch.Tensor) -> Rotation:
+        """The rope rotation at sequence `positions` (T,); drafters rotate their own queries and keys by it."""
 
     def embed_condition(self, class_ids: torch.Tensor) -> torch.Tensor:
         """class_ids (R,) -> the condition prefix (R, cls_token_num, D)."""
