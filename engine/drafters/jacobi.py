@@ -63,9 +63,9 @@ class JacobiDrafter(Drafter):
                 token, q = self._fresh(state, tokens, vocab, u, greedy)
                 tokens.append(token)
                 q_dists.append(q)
-        q = [1.0] + [float(d[t]) for d, t in zip(q_dists, tokens)]
+        q_chain = [1.0] + [float(d[t]) for d, t in zip(q_dists, tokens)]
         rows = np.stack([np.full(vocab, 1.0 / vocab)] + q_dists)  # (1 + size, V), row 0 unused
-        return DraftTree.chain(torch.tensor([root] + tokens), torch.tensor(q, dtype=torch.float64),
+        return DraftTree.chain(torch.tensor([root] + tokens), torch.tensor(q_chain, dtype=torch.float64),
                                torch.from_numpy(rows))
 
     @staticmethod

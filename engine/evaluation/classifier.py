@@ -24,6 +24,10 @@ class ClassifierConfig:
 
 
 class Classifier(nn.Module):
+    # Buffers: the features' mean (F,) and covariance (F, F) over held-out training images
+    reference_mean: torch.Tensor
+    reference_cov: torch.Tensor
+
     def __init__(self, cfg: ClassifierConfig):
         super().__init__()
         self.cfg = cfg

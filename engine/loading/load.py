@@ -54,6 +54,7 @@ def load_model(name: str = EMBEDDED, weights_dir: Path | None = None, device: st
     placed on `device` in `dtype` (see the module's policy)."""
     place_on = resolve_device(device)
     precision = resolve_dtype(dtype, place_on)
+    model: LoadedModel
     if name == EMBEDDED:
         if weights_dir is not None:
             raise InvalidInput("--weights-dir is for official models; the embedded one is read from assets/")

@@ -73,7 +73,9 @@ class ModelSpec:
 
     @property
     def image_size(self) -> int:
-        return int(re.search(r"_(\d+)$", self.name).group(1))
+        size = re.search(r"_(\d+)$", self.name)
+        assert size is not None, f"model name {self.name!r} ends in its image size"
+        return int(size.group(1))
 
     @property
     def grid_size(self) -> int:

@@ -13,6 +13,7 @@ runs a text-to-image model as a one-class model: class 0 is the prompt, class 1 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,7 @@ from torch import nn
 
 from engine.core.config import InvalidInput
 from engine.loading.image_model import ImageModel
+from engine.loading.text_encoder import TextEncoder
 from engine.model.gpt import GPT, GPTConfig, rope_table_2d
 from engine.model.tokenizer import VQModel
 
@@ -39,6 +41,8 @@ class CaptionMLP(nn.Module):
 
 
 class CaptionEmbedder(nn.Module):
+    uncond_embedding: torch.Tensor  # a buffer: (tokens, caption_dim), the null condition's caption
+
     def __init__(self, caption_dim: int, dim: int, tokens: int):
         super().__init__()
         self.cap_proj = CaptionMLP(caption_dim, dim)
@@ -55,6 +59,8 @@ def text_gpt(cfg: GPTConfig, caption_dim: int = CAPTION_DIM) -> GPT:
 
 class PromptPrefix(nn.Module):
     """Class 0 -> the prompt's projected caption, class 1 -> the null condition's; (R, n, D)."""
+
+    table: torch.Tensor  # a buffer, registered below
 
     def __init__(self, cond: torch.Tensor, null: torch.Tensor):
         super().__init__()
@@ -78,7 +84,7 @@ class PromptTarget(GPT):
         self.tok_embeddings, self.layers = model.tok_embeddings, model.layers
         self.norm, self.output = model.norm, model.output
         weight = model.output.weight
-        embedder = model.cls_embedding
+        embedder = cast(CaptionEmbedder, model.cls_embedding)  # a text GPT's, as text_gpt builds it
         with torch.no_grad():
             cond = embedder(caption[None].to(weight))[0]  # (n, D)
             null = embedder(embedder.uncond_embedding[-n:][None].to(weight))[0]  # (n, D)
@@ -95,7 +101,7 @@ class TextImageModel:
 
     target: GPT
     tokenizer: VQModel
-    encoder: object  # engine.loading.text_encoder.TextEncoder: .encode(prompt) -> (n, C), .to(device)
+    encoder: TextEncoder
     name: str
     drafters: dict[str, nn.Module] = field(default_factory=dict)
     _neighbour_tables: dict = field(default_factory=dict, repr=False)

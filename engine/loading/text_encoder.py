@@ -10,11 +10,15 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from engine.loading.hub import folder_hint
 from engine.model.weights import WeightsError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, T5EncoderModel
 
 log = logging.getLogger("engine.loading.text_encoder")
 
@@ -33,46 +37,49 @@ class TextEncoder:
     def __init__(self, folder: Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
                  max_tokens: int = 120):
         self.folder, self.device, self.dtype, self.max_tokens = Path(folder), device, dtype, max_tokens
-        self._tokenizer = None
-        self._model = None
+        self._tokenizer: PreTrainedTokenizerBase | None = None
+        self._model: T5EncoderModel | None = None
 
     def to(self, device: str | torch.device) -> TextEncoder:
         """Run on `device` from now on (the encoder moves there if it is loaded already)."""
         self.device = device
         if self._model is not None:
-            self._model.to(device)
+            # transformers declares .to through functools.wraps, whose stub takes the device for `self`
+            self._model.to(device)  # type: ignore[arg-type]
         return self
 
-    def _load(self) -> None:
+    def _loaded(self) -> tuple[PreTrainedTokenizerBase, T5EncoderModel]:
+        """The tokenizer and the encoder, read from the folder on first use."""
+        if self._tokenizer is not None and self._model is not None:
+            return self._tokenizer, self._model
         try:  # transformers is optional and heavy: imported only when a text model first encodes
             from transformers import AutoTokenizer, T5EncoderModel
         except ImportError as err:
             raise WeightsError("text-to-image models need the `transformers` and `sentencepiece` packages: "
                                "pip install transformers sentencepiece") from err
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
+            tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
             model = T5EncoderModel.from_pretrained(str(self.folder), dtype=self.dtype)
         except (OSError, ValueError) as err:
             raise WeightsError(f"{self.folder} is not a readable T5 model folder ({err}); "
                                + folder_hint(T5_REPO, T5_PATTERNS, "it")) from err
-        self._model = model.to(self.device).eval()
+        self._tokenizer, self._model = tokenizer, model.to(self.device).eval()  # type: ignore[arg-type]  # as in to()
         log.info("loaded the text encoder from %s", self.folder)
+        return self._tokenizer, self._model
 
     @property
     def width(self) -> int:
-        if self._model is None:
-            self._load()
-        return int(self._model.config.d_model)
+        _, model = self._loaded()
+        return int(model.config.d_model)
 
     @torch.no_grad()
     def encode(self, prompt: str) -> torch.Tensor:
         """prompt -> float32 features (n, C) of its n real tokens (1 <= n <= max_tokens)."""
-        if self._model is None:
-            self._load()
-        batch = self._tokenizer([clean_prompt(prompt)], max_length=self.max_tokens, padding="max_length",
-                                truncation=True, return_attention_mask=True, return_tensors="pt")
+        tokenizer, model = self._loaded()
+        batch = tokenizer([clean_prompt(prompt)], max_length=self.max_tokens, padding="max_length",
+                          truncation=True, return_attention_mask=True, return_tensors="pt")
         ids = batch["input_ids"].to(self.device)  # (1, max_tokens)
         mask = batch["attention_mask"].to(self.device)  # (1, max_tokens)
-        hidden = self._model(input_ids=ids, attention_mask=mask).last_hidden_state[0]  # (max_tokens, C)
+        hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state[0]  # (max_tokens, C)
         n = int(mask.sum())
         return hidden[:n].float()  # right padding: the real tokens come first

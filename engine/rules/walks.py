@@ -31,7 +31,7 @@ def siblings_in_turn(tree: DraftTree, probs: np.ndarray, rule: BoundRule, unifor
     of whose children is accepted and draw the next token there from the residual."""
     children = tree.children()
     tokens = tree.tokens.tolist()
-    q_dists = tree.q_dists.cpu().numpy() if tree.sampled else None
+    q_dists = tree.q_dists.cpu().numpy() if tree.q_dists is not None else None
     node, accepted, verdicts, draws = 0, [], [], 0
     while True:
         residual = probs[node]

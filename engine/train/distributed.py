@@ -49,7 +49,7 @@ def features_for(rows: list[tuple[GPT, int]], tokens: torch.Tensor) -> torch.Ten
     groups: dict[int, list[int]] = {}
     for i, (target, _) in enumerate(rows):
         groups.setdefault(id(target), []).append(i)
-    parts = {}
+    parts: dict[int, torch.Tensor] = {}
     for members in groups.values():
         target = rows[members[0]][0]
         class_ids = torch.tensor([rows[i][1] for i in members], device=tokens.device)  # (b,)

@@ -55,7 +55,7 @@ def cached_features(run_dir: Path, target: GPT, codes: np.ndarray, labels: np.nd
                      time.perf_counter() - started)
         out[name] = np.concatenate(chunks)
     run_dir.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **out)
+    np.savez(path, **out)  # type: ignore[arg-type]  # numpy's stub lets ** of arrays reach allow_pickle: bool
     return out
 
 
@@ -70,7 +70,8 @@ def sample_with_features(target: GPT, class_ids: torch.Tensor, sampling: Samplin
     prefix = torch.arange(cfg.cls_token_num)
     causal = causal_mask(len(prefix))
     h = target(target.embed_condition(rows), prefix, cache, prefix, causal)[:, -1:]  # (2B, 1, D)
-    feats, tokens = [h], []
+    steps: list[torch.Tensor] = [h]  # the features of each position, (2B, 1, D)
+    tokens: list[torch.Tensor] = []
     for i in range(cfg.num_image_tokens):
         guided = combine_cfg(target.logits(h).view(2, b, -1), sampling.cfg_scale)  # (B, V)
         probs = distribution(guided, sampling)  # (B, V)
@@ -79,8 +80,8 @@ def sample_with_features(target: GPT, class_ids: torch.Tensor, sampling: Samplin
         position = torch.tensor([cfg.cls_token_num + i])
         visible = torch.ones(1, cfg.cls_token_num + i + 1, dtype=torch.bool)
         h = target(target.embed_tokens(token.repeat(2, 1)), position, cache, position, visible)  # (2B, 1, D)
-        feats.append(h)
-    feats = torch.cat(feats, dim=1)  # (2B, 1 + N, D)
+        steps.append(h)
+    feats = torch.cat(steps, dim=1)  # (2B, 1 + N, D)
     return {"tokens": torch.cat(tokens, dim=1), "cond": feats[:b], "null": feats[b:]}
 
 
@@ -105,5 +106,5 @@ def cached_sampled_features(run_dir: Path, target: GPT, count: int, sampling: Sa
     data = {name: np.concatenate(chunks) for name, chunks in parts.items()}
     data["labels"] = labels
     run_dir.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **data)
+    np.savez(path, **data)  # type: ignore[arg-type]  # as in cached_features
     return data

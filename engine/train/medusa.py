@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Iterable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.loading.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
@@ -62,8 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     cfg = MedusaConfig(target.cfg.dim, target.cfg.vocab_size, args.heads)
     heads = MedusaHeads(cfg)
     with torch.no_grad():  # start each head's output layer from the target's LM head, as Medusa does
-        for head in heads.heads:
-            head[1].weight.copy_(target.output.weight)
+        for head in cast("Iterable[nn.Sequential]", heads.heads):
+            output_layer = cast(nn.Linear, head[1])  # after the head's ResBlock
+            output_layer.weight.copy_(target.output.weight)
     optimizer = torch.optim.AdamW(heads.parameters(), lr=args.lr, weight_decay=0.0)
 
     def train_step(step: int) -> str:

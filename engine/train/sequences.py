@@ -86,7 +86,7 @@ def self_sample(conditions: Conditions, count: int, sampling: SamplingConfig) ->
         log.info("sampled sequence %d/%d", i + 1, count)
     gathered = [mine]
     if world > 1:
-        gathered = [None] * world
+        gathered = [{} for _ in range(world)]  # placeholders: all_gather_object replaces every entry
         dist.all_gather_object(gathered, mine)
     merged = {i: tokens for part in gathered for i, tokens in part.items()}
     codes = np.stack([merged[i] for i in range(count)]).astype(np.int64)  # (count, N)
