@@ -3,6 +3,7 @@ import json
 import math
 import statistics
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ from engine.commands.sweep import run_sweep, write_sweep
 from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.evaluation.classifier import Classifier, ClassifierConfig
+from engine.evaluation.quality import fid_interval, fid_proxy
 from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT
 
@@ -47,8 +49,22 @@ def test_one_image_is_measured_without_a_covariance(tiny_model):
     results = summarise(tiny_model, runs, sampling, ["vanilla", "sjd"], tiny_classifier())
     assert results["sjd"]["fid_proxy"] is None and results["sjd"]["class_accuracy"] in (0.0, 1.0)
     row = format_table(results).splitlines()[-1].split()
-    assert row[0] == "sjd" and row[-5] == "-"  # fid_proxy, before the log p gap, its interval, H and = vanilla
-    assert json.loads(json.dumps(results))["sjd"]["fid_proxy"] is None
+    # fid_proxy and its interval, before the log p gap, its interval, H and = vanilla
+    assert row[0] == "sjd" and row[-6] == row[-5] == "-"
+    assert json.loads(json.dumps(results))["sjd"]["fid_proxy_ci"] is None
+
+
+def test_the_fid_interval_holds_the_estimate_and_narrows_with_more_images():
+    classifier = tiny_classifier()
+    dim = classifier.reference_mean.shape[0]
+    rng = np.random.default_rng(0)
+    intervals = {}
+    for n in (40, 640):
+        features = rng.normal(0.5, 1.0, (n, dim))  # (n, F): shifted from the reference
+        low, high = fid_interval(classifier, features)
+        assert low <= fid_proxy(classifier, features) <= high
+        intervals[n] = high - low
+    assert intervals[640] < intervals[40] / 2  # about 1 / sqrt(n): a quarter, with room for chance
 
 
 def test_sweep_writes_json_and_chart(tiny_model, tmp_path):

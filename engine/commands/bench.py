@@ -16,7 +16,7 @@ import numpy as np
 from engine.commands.generate import Generation, generate
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.core.trace import mean_accepted_length
-from engine.evaluation.quality import load_classifier, mean_interval, measure, share_interval, target_logp
+from engine.evaluation.quality import fid_interval, load_classifier, mean_interval, measure, share_interval, target_logp
 from engine.evaluation.speed import BASELINE, median_speedup
 from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
@@ -117,6 +117,7 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
             "class_accuracy": quality.class_accuracy,
             "class_accuracy_ci": share_interval(int((quality.predicted == class_ids).sum()), len(gens)),
             "fid_proxy": quality.fid_proxy,
+            "fid_proxy_ci": fid_interval(classifier, quality.features),
             # The target's log-probability per token of the method's images minus vanilla's, image by
             # image (same class and seed): the cost of a relaxed rule, which a classifier can miss.
             "logp": float(logp[name].mean()),
@@ -146,12 +147,14 @@ def format_table(results: dict[str, dict]) -> str:
     width = max([len("method"), *map(len, results)]) + 2  # the method names' column
     header = (f"{'method':<{width}}{'speed-up':>9}{'[min-max]':>13}{'MAL':>7}{'sp/MAL':>8}{'accept p':>10}"
               f"{'ms/image':>10}{'ms/step':>9}{'draft':>7}{'verify':>7}{'accept':>7}{'other':>7}"
-              f"{'forwards':>10}{'class acc':>10}{'[95% CI]':>13}{'fid_proxy':>10}{'logp gap':>9}{'[95% CI]':>16}"
+              f"{'forwards':>10}{'class acc':>10}{'[95% CI]':>13}{'fid_proxy':>10}{'[95% CI]':>15}"
+              f"{'logp gap':>9}{'[95% CI]':>16}"
               f"{'H bits':>8}{'= vanilla':>10}")
     lines = [header, "-" * len(header)]
     for name, r in results.items():
         accept = "-" if r["mean_accept_prob"] is None else f"{r['mean_accept_prob']:.3f}"
         fid = "-" if r["fid_proxy"] is None else f"{r['fid_proxy']:.2f}"
+        fid_ci = "-" if r["fid_proxy_ci"] is None else _interval(r["fid_proxy_ci"], 2)
         same = {None: "-", True: "yes", False: "NO"}[r["matches_vanilla_greedy"]]
         spread = f"[{r['speedup_min']:.2f}-{r['speedup_max']:.2f}]"
         step = r["ms_per_step"]
@@ -159,6 +162,6 @@ def format_table(results: dict[str, dict]) -> str:
                      f"{accept:>10}{r['ms_per_image']:>10.0f}{step['wall']:>9.2f}{step['draft']:>7.2f}"
                      f"{step['verify']:>7.2f}{step['accept']:>7.2f}{step['other']:>7.2f}"
                      f"{r['target_forwards_per_image']:>10.1f}{r['class_accuracy']:>10.3f}"
-                     f"{_interval(r['class_accuracy_ci'], 2):>13}{fid:>10}{r['logp_gap']:>9.3f}"
+                     f"{_interval(r['class_accuracy_ci'], 2):>13}{fid:>10}{fid_ci:>15}{r['logp_gap']:>9.3f}"
                      f"{_interval(r['logp_gap_ci'], 3):>16}{r['mean_entropy_bits']:>8.2f}{same:>10}")
     return "\n".join(lines)

@@ -39,6 +39,7 @@ class Quality:
     class_accuracy: float
     fid_proxy: float | None  # None for a single image, which has no covariance
     predicted: np.ndarray  # (B,) class predicted for each image
+    features: np.ndarray  # (B, F) float64 classifier features, which fid_proxy compares
 
 
 @torch.no_grad()
@@ -47,12 +48,32 @@ def measure(classifier: Classifier, images_uint8: np.ndarray, class_ids: np.ndar
     feats = torch.cat([classifier.features(chunk) for chunk in x.split(64)])  # (B, F)
     predicted = classifier.head(feats).argmax(-1).numpy()
     f = feats.double().numpy()
-    fid = None
-    if len(f) >= 2:
-        fid = frechet_distance(f.mean(0), np.cov(f, rowvar=False),
-                               classifier.reference_mean.double().numpy(),
-                               classifier.reference_cov.double().numpy())
-    return Quality(float((predicted == np.asarray(class_ids)).mean()), fid, predicted)
+    return Quality(float((predicted == np.asarray(class_ids)).mean()), fid_proxy(classifier, f), predicted, f)
+
+
+def fid_proxy(classifier: Classifier, features: np.ndarray) -> float | None:
+    """The Frechet distance of features (B, F) to the classifier's held-out reference; None below two
+    images, which have no covariance."""
+    if len(features) < 2:
+        return None
+    return frechet_distance(features.mean(0), np.cov(features, rowvar=False),
+                            classifier.reference_mean.double().numpy(), classifier.reference_cov.double().numpy())
+
+
+def fid_interval(classifier: Classifier, features: np.ndarray, draws: int = 200,
+                 seed: int = 0) -> tuple[float, float] | None:
+    """Bootstrap 95 % interval of fid_proxy over the images (B, F): the distance recomputed on `draws`
+    resamples with replacement. A resample repeats images, which inflates a Frechet distance (at 40
+    images by about half), so the resampled values are first shifted by their mean's excess over the
+    estimate (the bootstrap's estimate of that bias)."""
+    estimate = fid_proxy(classifier, features)
+    if estimate is None:
+        return None
+    rng = np.random.default_rng(seed)
+    values = np.array([fid_proxy(classifier, features[rng.integers(0, len(features), len(features))])
+                       for _ in range(draws)], dtype=np.float64)  # (draws,)
+    low, high = np.percentile(values - (values.mean() - estimate), [2.5, 97.5])
+    return float(low), float(high)
 
 
 def share_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
