@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 
 from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.static_tree import parse_choices
-from engine.methods import METHODS, MethodOptions, for_mode
+from engine.methods import METHODS, MethodOptions, for_mode, get_method
 
 # The paper's three methods; at the default temperature the LANTERN panel runs its static tree, the
 # LANTERN that suits sampling (a panel follows the mode: see `panel_methods` and the page's menus).
@@ -75,10 +75,7 @@ class CompareRequest:
     def checked_methods(self) -> list[str]:
         if not self.methods:
             raise InvalidInput("no method chosen; allowed: " + ", ".join(METHODS))
-        for name in self.methods:
-            if name not in METHODS:
-                raise InvalidInput(f"unknown method {name!r}; allowed: {', '.join(METHODS)}")
-        return list(self.methods)
+        return [get_method(name).name for name in self.methods]
 
     def panel_methods(self) -> list[str]:
         """The methods the panels run: the chosen ones, each swapped for the method it names for
