@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from engine.train.common import fit
+from engine.train.common import cosine_lr, fit
 
 
 class Interrupted(Exception):
@@ -45,3 +45,20 @@ def test_only_the_lead_process_saves(tmp_path):
     saved = []
     _run(tmp_path / "checkpoint.pt", 3, saved, lead=False)
     assert saved == [] and not (tmp_path / "checkpoint.pt").exists()
+
+
+def test_a_run_from_committed_weights_warms_its_rate_up_again(tmp_path):
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    rates = []
+
+    def train_step(step: int) -> str:
+        rates.append(optimizer.param_groups[0]["lr"])
+        model(torch.ones(1, 3)).sum().backward()
+        return ""
+
+    fit(model, optimizer, torch.Generator(), tmp_path / "checkpoint.pt", steps=20, lr=0.1, warmup=4,
+        train_step=train_step, start=10)
+    scheduled = [cosine_lr(step, 20, 0.1, 4) for step in range(10, 20)]
+    assert rates[:4] == pytest.approx([scheduled[i] * (i + 1) / 4 for i in range(4)])
+    assert rates[4:] == pytest.approx(scheduled[4:])

@@ -97,15 +97,22 @@ def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, gen: torch.Gen
     the optimizer, then calls `after_step(steps done)`. Every `log_every` steps the last report is
     logged; every `save_every` steps and at the end the checkpoint is written and `save(steps done)`
     called (for the shipped weights). Only the `lead` process of a distributed run logs and saves.
-    Without a checkpoint the run starts at step `start` (weights committed by an earlier run).
+    Without a checkpoint the run starts at step `start` (weights committed by an earlier run), its
+    learning rate warming up again over `warmup` steps.
     Returns the step reached.
     """
     ckpt = Checkpoint(checkpoint)
     step = ckpt.load(model, optimizer, gen) if ckpt.path.exists() else start
     started, first = time.perf_counter(), step
+    # Started from committed weights, the optimizer's moments begin at zero again: Adam's first
+    # updates are then full steps along the gradient's sign, so the rate warms up afresh.
+    rewarm = warmup if step > 0 and not ckpt.path.exists() else 0
     while step < steps:
+        rate = cosine_lr(step, steps, lr, warmup)
+        if step - first < rewarm:
+            rate *= (step - first + 1) / rewarm
         for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, steps, lr, warmup)
+            group["lr"] = rate
         optimizer.zero_grad(set_to_none=True)
         report = train_step(step)
         if clip is not None:
