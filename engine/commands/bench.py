@@ -9,6 +9,7 @@ other repeat is checked to produce the same tokens.
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import numpy as np
@@ -34,8 +35,7 @@ def run_methods(model: ImageModel, methods: list[str], sampling: SamplingConfig,
     order = [BASELINE] + [m for m in methods if m != BASELINE]
     runs: dict[str, list[Generation]] = {m: [] for m in order}
     for class_id, seed in image_plan(n_images, len(model.class_names), sampling.seed):
-        per_image = SamplingConfig(sampling.temperature, sampling.top_k, sampling.top_p,
-                                   sampling.cfg_scale, seed)
+        per_image = dataclasses.replace(sampling, seed=seed)
         for name in order:
             runs[name].append(generate(model, name, per_image, class_id, options))
             if progress is not None:
