@@ -9,6 +9,7 @@ that every process holds the same set.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,7 @@ def self_sample(conditions: Conditions, count: int, sampling: SamplingConfig) ->
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     mine = {}
     for i in range(rank, count, world):
-        per_image = SamplingConfig(sampling.temperature, sampling.top_k, sampling.top_p, sampling.cfg_scale,
-                                   sampling.seed + i)
+        per_image = dataclasses.replace(sampling, seed=sampling.seed + i)
         label = i % len(conditions)
         traces = list(decode(conditions.targets[label], Drafter(), ExactRule(), per_image,
                              conditions.class_ids[label]))
