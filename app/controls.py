@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from app import text
+from app import imagenet, text
 from app.checked import Number, Radio, Slider, named
 from app.render import DISPLAY
 from app.request import METHOD_PARAMETERS, PANELS, CompareRequest
@@ -37,28 +37,33 @@ REFUSAL_NAMES = {"seed": "seed", "temperature": "temperature", "cfg_scale": "CFG
                  "gsd_p_gap": "GSD p gap", "gsd_distance": "GSD distance"}
 
 
-def comparison_controls() -> dict[str, gr.components.Component]:
-    """Every input of a comparison except the panels' methods, laid out in the current column."""
-    c = {"model": gr.Dropdown(list(MODEL_CHOICES), value=DEFAULTS.model, label="Model", elem_id="model-choice",
-                              allow_custom_value=True,
-                              info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub"),
-         "prompt": gr.Textbox(value=DEFAULTS.prompt, label="Prompt", visible=False, elem_id="prompt",
+def race_controls() -> dict[str, gr.components.Component]:
+    """What people change most, on one line with Run above the panels: the class (or prompt), the
+    seed and the temperature."""
+    c = {"class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULTS.class_name, label="Class", scale=2,
+                                   allow_custom_value=True, elem_id="class-choice", info=imagenet.help_text()),
+         "prompt": gr.Textbox(value=DEFAULTS.prompt, label="Prompt", visible=False, elem_id="prompt", scale=2,
                               placeholder="a photo of an astronaut riding a horse"),
-         "class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULTS.class_name, label="Class", allow_custom_value=True,
-                                   info="official class models: an ImageNet class index"),
-         "seed": Number(value=DEFAULTS.seed, precision=0, label="Seed", minimum=0),
-         "temperature": Slider(*TEMPERATURE_RANGE, value=DEFAULTS.temperature, step=0.05,
-                               label="Temperature (0 = greedy)"),
+         "seed": Number(value=DEFAULTS.seed, precision=0, label="Seed", minimum=0, scale=1, min_width=90),
+         "temperature": Slider(*TEMPERATURE_RANGE, value=DEFAULTS.temperature, step=0.05, scale=2,
+                               label="Temperature (0 = greedy)")}
+    return _named(c)
+
+
+def method_controls() -> dict[str, gr.components.Component]:
+    """The methods' settings and the model, LANTERN's first, the rarely changed ones folded."""
+    c = {"delta": Slider(0.0, 1.0, value=DEFAULTS.delta, step=0.01, label="delta", elem_id="delta-slider",
+                         info=f"LANTERN's budget: target mass it may move onto a draft ({_used_by('delta')})"),
+         "k": Slider(1, EMBEDDED_VQ.codebook_size - 1, value=DEFAULTS.k, step=1, label="k", elem_id="k-slider",
+                     info=f"how many latent neighbours may lend their mass ({_used_by('k')})"),
+         "lantern_variant": Radio(list(VARIANTS), value=DEFAULTS.lantern_variant, label="LANTERN variant",
+                                  elem_id="lantern-variant",
+                                  info=f"LANTERN's released code or the paper's rule ({_used_by('lantern_variant')})"),
          "cfg_scale": Slider(*CFG_SCALE_RANGE, value=DEFAULTS.cfg_scale, step=0.25, label="CFG scale"),
          "top_k": Slider(0, EMBEDDED_VQ.codebook_size, value=DEFAULTS.top_k, step=1, label="Top-k (0 = all codes)"),
-         "delta": Slider(0.0, 1.0, value=DEFAULTS.delta, step=0.01, label="delta", elem_id="delta-slider",
-                            info=f"LANTERN's budget: target mass it may move onto a draft ({_used_by('delta')})"),
-         "k": Slider(1, EMBEDDED_VQ.codebook_size - 1, value=DEFAULTS.k, step=1, label="k", elem_id="k-slider",
-                        info=f"how many latent neighbours may lend their mass ({_used_by('k')})"),
-         "lantern_variant": Radio(list(VARIANTS), value=DEFAULTS.lantern_variant, label="LANTERN variant",
-                                     elem_id="lantern-variant",
-                                     info=f"LANTERN's released code or the paper's rule "
-                                          f"({_used_by('lantern_variant')})")}
+         "model": gr.Dropdown(list(MODEL_CHOICES), value=DEFAULTS.model, label="Model", elem_id="model-choice",
+                              allow_custom_value=True,
+                              info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub")}
     with gr.Accordion(f"Draft tree ({_used_by('tree')})", open=False):
         c["tree_depth"] = Slider(1, 16, value=DEFAULTS.tree_depth, step=1, label="Depth")
         c["tree_top_k"] = Slider(1, 16, value=DEFAULTS.tree_top_k, step=1, label="Children per node (top-k)")
@@ -89,9 +94,16 @@ def comparison_controls() -> dict[str, gr.components.Component]:
                                    info="largest |p(y) - p(x)| within a group")
         c["gsd_distance"] = Slider(0.0, 10.0, value=DEFAULTS.gsd_distance, step=0.05, label="GSD distance",
                                       info="squared embedding distance, a fraction of the mean one")
-    for key, name in REFUSAL_NAMES.items():
-        named(c[key], name, ("0 (greedy)", f"{TEMPERATURE_RANGE[1]:g}") if key == "temperature" else None)
-    return c
+    return _named(c)
+
+
+def _named(controls: dict) -> dict:
+    """The controls, each checked one with the name its refusals use."""
+    for key, control in controls.items():
+        if key in REFUSAL_NAMES:
+            temperature = ("0 (greedy)", f"{TEMPERATURE_RANGE[1]:g}") if key == "temperature" else None
+            named(control, REFUSAL_NAMES[key], temperature)
+    return controls
 
 
 @dataclass
@@ -110,7 +122,7 @@ class Panels:
 def racing_panels() -> Panels:
     choices = [(method.title, name) for name, method in METHODS.items()]
     panels = Panels([], [], [], [])
-    with gr.Row(equal_height=False):
+    with gr.Row(equal_height=False, elem_id="panels"):
         for index in range(PANELS):
             with gr.Column(min_width=220):
                 panels.methods.append(gr.Dropdown(choices, value=DEFAULTS.methods[index], allow_custom_value=True,

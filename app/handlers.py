@@ -13,7 +13,7 @@ from dataclasses import replace
 import gradio as gr
 import numpy as np
 
-from app import plots, render, text
+from app import imagenet, plots, render, text
 from app.checked import refusal
 from app.detail import first_position, token_detail
 from app.lanes import Lane, interleave, summary
@@ -23,6 +23,7 @@ from app.runtime import RunState, Runtime, usable_methods
 from app.shipped import SWEEP_DIR, load_sweep
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.loading.image_model import ImageModel
+from engine.loading.official import MODELS as OFFICIAL_MODELS
 from engine.methods import METHODS, for_mode
 
 K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
@@ -191,7 +192,11 @@ def select(runtime: Runtime, state: RunState | None, panel: int, x: float, y: fl
     # Clicks arrive in the pixels of the picture shown: the final image upscaled.
     shown = render.display_size(state.finals[panel].shape[0])
     position = render.position_of_pixel(x, y, state.grid, shown)
-    return replace(inspect_position(runtime, state, panel, position), inspect_panel=panel).flatten()
+    outputs = replace(inspect_position(runtime, state, panel, position), inspect_panel=panel)
+    found = render.step_of_position(state.lanes[panel].traces, position)
+    if found is not None:  # the step slider and the length plot follow to the step that made the token
+        outputs = replace(outputs, scrubber=found[0], length_plot=length_figure(state, found[0]))
+    return outputs.flatten()
 
 
 def tradeoff(delta: float, k: int, temperature: float, methods: list[str]) -> tuple:
@@ -251,9 +256,12 @@ def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: 
     vocab = runnable.target.cfg.vocab_size
     k = min(int(k), vocab - 1)
     chosen = usable_methods(runnable, list(methods))
-    classes = list(runnable.class_names)
+    classes = [(label, label) for label in runnable.class_names]
+    if name in OFFICIAL_MODELS and not is_text:  # ImageNet's classes: their index, and name where known
+        classes = imagenet.choices(len(classes))
+    values = [value for _, value in classes]
     class_update = gr.update(visible=not is_text, choices=classes,
-                             value=class_name if class_name in classes else classes[0])
+                             value=class_name if class_name in values else values[0])
     projection = runtime.projection(model)
     return ([class_update, gr.update(visible=is_text), gr.update(maximum=min(vocab - 1, K_SLIDER_MAX), value=k)]
             + panel_values(chosen, gr.skip())

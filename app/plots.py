@@ -10,6 +10,7 @@ from app.detail import TokenDetail
 from engine.core.trace import StepTrace
 
 PANEL_COLOURS = ("#6b7a99", "#3d8bfd", "#f5a623")  # one per panel, left to right
+MAX_TICKS = 8  # per axis of the accepted-length plot: more crowd a third of the page's width
 ACCEPTED, REJECTED, UNTESTED, ROOT = "#2ec478", "#e5484d", "#c9ced8", "#6b7a99"
 
 
@@ -31,8 +32,10 @@ def accepted_length_figure(series: Sequence[tuple[str, Sequence[int]]], step: in
                                  name=f"{title} (mean {mean:.2f})"))
     if step is not None:
         fig.add_vline(x=step, line=dict(color="#888", dash="dot"))
-    fig.update_xaxes(title_text="target pass (after the prefill)")
-    fig.update_yaxes(title_text="tokens produced", rangemode="tozero", dtick=1)
+    longest = max((max(lengths) for _, lengths in series if len(lengths)), default=1)
+    fig.update_xaxes(title_text="target pass (after the prefill)", nticks=MAX_TICKS)
+    # Whole tokens only, and no more ticks than MAX_TICKS however long the accepted runs get.
+    fig.update_yaxes(title_text="tokens produced", rangemode="tozero", dtick=-(-longest // MAX_TICKS) or 1)
     return _layout(fig, "Accepted length per step")
 
 

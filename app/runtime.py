@@ -16,12 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from app import imagenet
 from app.first_run import FirstRun
 from app.lanes import Lane, interleave
 from app.render import padded_tokens
 from app.request import DEFAULT_MODEL, CompareRequest
 from app.shipped import Projection, load_projection
-from engine.core.config import InvalidInput, check_class_id
+from engine.core.config import InvalidInput
 from engine.loading.image_model import ImageModel
 from engine.loading.load import AUTO, LoadedModel, load_model
 from engine.loading.official import MODELS as OFFICIAL_MODELS
@@ -90,7 +91,7 @@ class Runtime:
         """The request's model, ready to decode, and the condition index to decode for: text-to-image
         models are bound to the request's prompt (their one condition), others take its class."""
         model = self.model(request.model)
-        condition = str(request.prompt or "").strip() if model.needs_prompt else request.class_name
+        condition = str(request.prompt or "").strip() if model.needs_prompt else self._class_name(request)
         bound = model.bind(condition)
         return bound, bound.class_id(condition)
 
@@ -106,14 +107,18 @@ class Runtime:
             if not str(request.prompt or "").strip():
                 raise InvalidInput(f"model {request.model!r} draws from a caption; write a prompt")
         elif loaded is not None:
-            loaded.class_id(request.class_name)
-        elif spec is not None:  # official class-conditional models name their classes by index
-            try:
-                class_id = int(request.class_name)
-            except (TypeError, ValueError):
-                raise InvalidInput(f"unknown class {request.class_name!r} for model {request.model!r}; "
-                                   "allowed: a class index") from None
-            check_class_id(class_id, spec.gpt_config().num_classes)
+            loaded.class_id(self._class_name(request))
+        elif spec is not None:
+            self._class_name(request)
+
+    @staticmethod
+    def _class_name(request: CompareRequest) -> str:
+        """The request's class as its model names it. Official class-conditional models number
+        ImageNet's classes; they also take a class's name (app.imagenet), which becomes its index."""
+        spec = OFFICIAL_MODELS.get(request.model)
+        if spec is None or spec.text:
+            return request.class_name
+        return imagenet.class_index(request.class_name, spec.gpt_config().num_classes)
 
     def projection(self, model: ImageModel | None = None) -> Projection:
         model = model or self.model()

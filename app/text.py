@@ -32,9 +32,10 @@ def counters_html(row: dict) -> str:
             + _stat("MAL", f"{row['mean_accepted_length']:.2f}")
             + _stat("time", f"{row['wall_ms'] / 1000:.2f} s")
             + _stat("speed-up", speed)
-            + f'<div style="font-size:0.75em;opacity:0.7;margin-top:2px">{state} · {kind} · MAL = tokens per '
-            'target pass · speed-up against vanilla, once both are done</div>'
-            + f'<div style="font-size:0.8em;margin-top:4px">{html.escape(METHODS[row["method"]].summary)}</div>'
+            + '<div class="lane-note" style="font-size:0.75em;opacity:0.7;margin-top:2px">'
+            f'{state} · {kind} · MAL = tokens per target pass · speed-up against vanilla, once both are done</div>'
+            + f'<div class="lane-note" style="font-size:0.8em;margin-top:4px">'
+            f'{html.escape(METHODS[row["method"]].summary)}</div>'
             '</div>')
 
 

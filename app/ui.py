@@ -7,7 +7,7 @@ import inspect
 import gradio as gr
 
 from app import handlers, text
-from app.controls import DEFAULTS, Panels, comparison_controls, racing_panels
+from app.controls import DEFAULTS, Panels, method_controls, race_controls, racing_panels
 from app.outputs import ComparisonOutputs, LoadOutputs
 from app.request import PANELS, CompareRequest, api_parameters
 from app.runtime import Runtime
@@ -16,8 +16,27 @@ from engine.loading.embedded import VQ as EMBEDDED_VQ
 QUEUE_SIZE = 16  # waiting comparisons beyond this are refused instead of piling up
 CSS = """
 .panel-image img, .map-image img { image-rendering: pixelated; }
-#run-button { min-height: 56px; font-size: 1.25em; }
+#run-button { min-height: 56px; font-size: 1.25em; align-self: center; }
 .legend span { display:inline-block; width:12px; height:12px; border-radius:2px; margin:0 4px -1px 8px; }
+/* The inspector's numbers stay whole; only the list of credited codes wraps. */
+#detail td, #detail th { font-variant-numeric: tabular-nums; }
+#detail td:nth-child(-n+4), #detail th:nth-child(-n+4) { white-space: nowrap; }
+/* A new run is under way: what is below still describes the previous one. */
+body.comparing #results { opacity: 0.35; filter: grayscale(1); transition: opacity 0.2s; }
+body.comparing #results::before { content: "Previous run: these update when the run above finishes.";
+                                  font-weight: 600; }
+@media (max-width: 640px) {
+  /* A phone: the race first, its three panels side by side, the settings below it. */
+  #intro p { font-size: 0.85em; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical;
+             overflow: hidden; }
+  #settings { order: 1; }
+  #panels { flex-wrap: nowrap !important; gap: 4px !important; }
+  #panels > .column, #panels .block { min-width: 0 !important; }
+  #panels > .column { flex: 1 1 0 !important; }
+  #panels .panel-image, #panels .map-image { height: 30vw !important; }
+  #panels label.float, #panels [data-testid="block-info"], #panels .lane-note { display: none; }
+  #panels .lane-stats > div { min-width: 0 !important; padding: 1px 3px !important; font-size: 0.8em; }
+}
 """
 INTRO = ("# LANTERN Explorer\nWatch an image autoregressive model paint 256 tokens, once plainly and "
          "twice with speculative decoding, side by side. The panels race on the same class and seed; each "
@@ -38,16 +57,21 @@ def launch_options() -> dict:
 def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
     runtime = runtime or Runtime()
     with gr.Blocks(title="LANTERN Explorer") as demo:
-        gr.Markdown(INTRO)
-        with gr.Row():
-            with gr.Column(scale=1, min_width=260):
-                controls = comparison_controls()
+        gr.Markdown(INTRO, elem_id="intro")
+        with gr.Row(elem_id="top"):
+            # On a phone the columns stack; CSS moves this one below the race (see CSS).
+            with gr.Column(scale=1, min_width=260, elem_id="settings"):
+                controls = method_controls()
                 model_status = gr.Markdown(elem_id="model-status")
-                run = gr.Button("Run", variant="primary", size="lg", elem_id="run-button")
-                gr.HTML(LEGEND)
-            with gr.Column(scale=4):
+            with gr.Column(scale=4, elem_id="race"):
+                with gr.Row(equal_height=True, elem_id="race-bar"):
+                    controls |= race_controls()
+                    run = gr.Button("Run", variant="primary", size="lg", elem_id="run-button", scale=1,
+                                    min_width=120)
                 panels = racing_panels()
-        outputs, tradeoff = _results(panels)
+                gr.HTML(LEGEND)
+        with gr.Column(elem_id="results"):
+            outputs, tradeoff = _results(panels)
         controls |= panels.method_inputs()
         chart_inputs = [controls["delta"], controls["k"], controls["temperature"], *panels.methods]
         loading = demo.load(_load_handler(runtime), chart_inputs,
@@ -56,9 +80,15 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
                             api_visibility="private", concurrency_id="load", concurrency_limit=None,
                             show_progress="hidden")
         # A Run pressed before the start-up comparison is ready must not be overwritten by it.
-        run.click(_comparison_endpoint(runtime), [controls[p.name] for p in api_parameters()], outputs.flatten(),
-                  api_name="compare", concurrency_id="decode", concurrency_limit=1, show_progress="minimal",
-                  cancels=[loading])
+        # The plots and the inspector below the panels show the previous run until this one ends:
+        # greyed in the browser meanwhile (the js runs before the request and passes its inputs on),
+        # at no cost to the server or the API. The class goes on the body, which the page's own
+        # rendering leaves alone.
+        comparing = run.click(_comparison_endpoint(runtime), [controls[p.name] for p in api_parameters()],
+                              outputs.flatten(), api_name="compare", concurrency_id="decode", concurrency_limit=1,
+                              show_progress="minimal", cancels=[loading],
+                              js="(...inputs) => { document.body.classList.add('comparing'); return inputs; }")
+        comparing.then(None, js="() => { document.body.classList.remove('comparing'); }")
         _wire_model_choice(runtime, controls, panels, model_status, outputs.latent_plot)
         _wire_inspector(runtime, panels, outputs)
         controls["temperature"].change(lambda t, *methods: handlers.follow_mode(t, list(methods)),

@@ -84,6 +84,9 @@ def test_clicking_a_token_inspects_it(runtime):
     state = runtime.run(REQUEST)
     out = ComparisonOutputs.unflatten(handlers.select(runtime, state, 1, x=200, y=10))
     assert out.inspect_panel == 1 and "row 0, column 3" in out.detail
+    step = handlers.render.step_of_position(state.lanes[1].traces, 3)[0]
+    assert out.scrubber == step and f"(step {step})" in out.detail  # the slider follows the token
+    assert out.length_plot.layout.shapes[0].x0 == step
     assert out.latent_plot.data[0].name == "codebook"
     assert all(isinstance(image, SKIP) for image in out.images)
 

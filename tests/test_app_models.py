@@ -5,10 +5,11 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from app import handlers
+from app import handlers, imagenet
 from app.outputs import ComparisonOutputs
 from app.request import CompareRequest
 from app.runtime import Runtime
+from engine.core.config import InvalidInput
 from engine.loading.hub import WEIGHTS_DIR_VARIABLE
 from tests.official_files import WORDS
 
@@ -76,3 +77,22 @@ def test_a_slow_download_does_not_hold_up_users_of_another_model(tiny_model):
     release.set()
     slow.join(10)
     assert runtime.model("c2i_XL_384") is tiny_model
+
+
+def test_official_class_models_take_an_imagenet_index_before_loading(tiny_model):
+    loaded = []
+    runtime = Runtime(loader=lambda name: loaded.append(name) or tiny_model)
+    runtime.check_condition(CompareRequest(model="c2i_B_256", class_name="207"))
+    for refused, named in [("1000", "class id 1000 is out of range; allowed: 0 to 999"),
+                           ("dragon", "unknown class 'dragon'; allowed: a class index 0 to 999")]:
+        with pytest.raises(InvalidInput, match=named):
+            runtime.check_condition(CompareRequest(model="c2i_B_256", class_name=refused))
+    assert loaded == []
+
+
+@pytest.mark.skipif(not imagenet.LABELS, reason="no list of ImageNet names is installed")
+def test_official_class_models_take_an_imagenet_name_or_a_menu_entry():
+    assert imagenet.choices(1000)[207] == ("207 · Golden Retriever", "207")
+    for given in ["Golden Retriever", "golden retriever", " 207 · Golden Retriever", "tabby cat"]:
+        assert imagenet.class_index(given, 1000) in ("207", "281")
+    assert "golden retriever" in imagenet.help_text()

@@ -42,6 +42,13 @@ def test_accepted_length_chart_has_one_line_per_method(lanes):
     assert sum(fig.data[2].y) == TINY_GPT.num_image_tokens - 1
 
 
+@pytest.mark.parametrize("longest, dtick", [(1, 1), (8, 1), (17, 3), (40, 5)])
+def test_accepted_length_ticks_stay_few_and_whole(longest, dtick):
+    fig = plots.accepted_length_figure([("LANTERN", [1, longest, 2] * 90)])
+    assert fig.layout.yaxis.dtick == dtick and longest / dtick <= plots.MAX_TICKS
+    assert fig.layout.xaxis.nticks == plots.MAX_TICKS
+
+
 def test_tree_figure_colours_nodes_by_verdict(lanes):
     trace = max(lanes[1].traces[1:], key=lambda t: len(t.tree_tokens))
     fig = plots.tree_figure(trace, highlight=[1])
