@@ -5,7 +5,6 @@ components in the same fields; the drawing itself lives in app.render, app.plots
 """
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -17,6 +16,7 @@ from app import imagenet, plots, render, text
 from app.checked import refusal
 from app.detail import first_position, token_detail
 from app.lanes import Lane, interleave, summary
+from app.live_run import LiveRun, decode_in_background
 from app.outputs import ComparisonOutputs, LoadOutputs, panel_values
 from app.request import PANELS, CompareRequest
 from app.runtime import RunState, Runtime, usable_methods
@@ -28,7 +28,7 @@ from engine.methods import METHODS, for_mode
 
 K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
 MIN_UPDATE_S = 0.6  # stream counters and maps at most about twice a second ...
-DECODE_SHARE = 6  # ... and image previews in under about a seventh of the wall time
+DECODE_SHARE = 6  # ... and image previews in under about a seventh of the time
 
 
 def _maps(model: ImageModel, lanes: list[Lane], mapped: list[int]) -> list:
@@ -56,27 +56,35 @@ def _images(model: ImageModel, lanes: list[Lane], shown: list[int]) -> list:
 
 
 def stream_comparison(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
-    """Stream a comparison: images, maps and counters while decoding, everything else at the end."""
+    """Stream a comparison: images, maps and counters while decoding, everything else at the end.
+    The decoding runs in a thread of its own (app.live_run), so that drawing and sending previews
+    never hold it up."""
     started = time.perf_counter()
     model, condition, lanes, steps = _start(runtime, request)
-    for preview in previews((model, progress) for progress in itertools.chain([lanes], steps)):
-        yield preview.flatten()
-    yield final_outputs(runtime, runtime.finish(request, model, lanes, started)).flatten()
+    live = LiveRun()
+    live.publish(model, lanes)  # every method's prefill: the first preview
+    decode_in_background(live, model, steps, lambda: runtime.finish(request, model, lanes, started))
+    try:
+        for preview in previews(live.progress(timeout=None, interval=MIN_UPDATE_S)):
+            yield preview.flatten()
+    finally:  # also when the page goes away mid-stream: its decoding stops with it
+        live.stopped = True
+    state = live.wait(timeout=None)
+    if state is None:
+        raise live.error or RuntimeError("the comparison stopped before it finished")
+    yield final_outputs(runtime, state).flatten()
 
 
 def previews(progress: Iterable[tuple[ImageModel, list[Lane]]]) -> Iterator[ComparisonOutputs]:
-    """Images, maps and counters of lanes in progress (with the model they run on), throttled: most
-    steps are skipped.
+    """Images, maps and counters of lanes in progress (with the model they run on).
 
-    Counters and maps are cheap and follow every MIN_UPDATE_S; images cost a VQ decode (seconds for
-    a large official decoder on a CPU), so they follow only as often as DECODE_SHARE allows."""
-    shown, mapped, due, images_due = None, None, 0.0, 0.0
+    Counters and maps are cheap and follow every look; images cost a VQ decode (seconds for a large
+    official decoder on a CPU), so they follow only as often as DECODE_SHARE allows."""
+    shown, mapped, images_due = None, None, 0.0
     for model, lanes in progress:
-        now = time.perf_counter()
-        if now < due:
-            continue
         if shown is None:
             shown, mapped = [-1] * len(lanes), [-1] * len(lanes)
+        now = time.perf_counter()
         images = [gr.skip()] * len(lanes)
         if now >= images_due:
             images = _images(model, lanes, shown)
@@ -85,7 +93,6 @@ def previews(progress: Iterable[tuple[ImageModel, list[Lane]]]) -> Iterator[Comp
         counters = [text.counters_html(row) for row in summary(lanes)]
         yield ComparisonOutputs(images=panel_values(images, None), maps=panel_values(maps, None),
                                 counters=panel_values(counters, ""))
-        due = time.perf_counter() + MIN_UPDATE_S
 
 
 def _start(runtime: Runtime, request: CompareRequest):
@@ -279,7 +286,7 @@ def on_load(runtime: Runtime, delta: float, k: int, temperature: float, methods:
     first.counters = [text.waiting_html(runtime.warm_error or "Starting a first comparison…")] * PANELS
     first.tradeoff_plot, first.tradeoff_note = tradeoff(delta, k, temperature, methods)
     yield first.flatten()
-    for count, preview in enumerate(previews(runtime.first_run.progress(timeout=300))):
+    for count, preview in enumerate(previews(runtime.first_run.progress(timeout=300, interval=MIN_UPDATE_S))):
         # The menus name what the panels run from the first preview on, as they do after a Run.
         menus = {"methods": panel_values(runtime.first_run.methods, gr.skip())} if count == 0 else {}
         yield LoadOutputs(**vars(preview), **menus).flatten()

@@ -1,7 +1,7 @@
 """The models behind the page and the first comparison shown at page load.
 
 The embedded model is loaded once, in a background thread started with the server, so that the page
-is ready in seconds; a default comparison decoded right after it (app.first_run) gives the page
+is ready in seconds; a default comparison decoded right after it (app.live_run) gives the page
 something real to show, streamed to every page that loads meanwhile. Official models load on first
 use, from LANTERN_WEIGHTS_DIR or the Hugging Face Hub.
 """
@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from app import imagenet
-from app.first_run import FirstRun
 from app.lanes import Lane, interleave
+from app.live_run import LiveRun
 from app.render import padded_tokens
 from app.request import DEFAULT_MODEL, CompareRequest
 from app.shipped import Projection, load_projection
@@ -72,7 +72,7 @@ class Runtime:
         self._models: dict[str, LoadedModel] = {}
         self._loading: dict[str, threading.Lock] = {}
         self._projections: dict[str, Projection] = {}
-        self.first_run = FirstRun()
+        self.first_run = LiveRun()  # the start-up comparison
         self.warm_error: str | None = None
 
     def model(self, name: str = DEFAULT_MODEL) -> LoadedModel:

@@ -1,10 +1,13 @@
 """The page's handlers called directly (no server), on the tiny random model with a random drafter."""
+from dataclasses import replace
+
 import gradio as gr
 import numpy as np
 import pytest
 import torch
 
 from app import handlers
+from app.lanes import interleave
 from app.outputs import ComparisonOutputs, LoadOutputs
 from app.request import PANELS, CompareRequest
 from app.runtime import Runtime
@@ -26,34 +29,46 @@ def stream(runtime, request) -> list[ComparisonOutputs]:
     return [ComparisonOutputs.unflatten(update) for update in handlers.stream_comparison(runtime, request)]
 
 
-def test_compare_streams_previews_then_everything(runtime, monkeypatch):
-    monkeypatch.setattr(handlers, "MIN_UPDATE_S", 0.0)  # a preview after every step
-    monkeypatch.setattr(handlers, "DECODE_SHARE", 0.0)
-    updates = stream(runtime, REQUEST)
-    previews, final = updates[:-1], updates[-1]
-    assert len(previews) > 3
+def recorded_progress(runtime, request) -> list:
+    """(model, lanes) after every step of a comparison, each a copy, as app.live_run publishes them."""
+    model, condition = runtime.bound_model(request)
+    return [(model, [replace(lane, traces=list(lane.traces)) for lane in lanes])
+            for lanes in interleave(model, request.panel_methods(), request.sampling(), condition, request.options())]
+
+
+def test_previews_show_images_maps_and_counters_and_leave_the_rest(runtime, monkeypatch):
+    monkeypatch.setattr(handlers, "DECODE_SHARE", 0.0)  # an image preview at every look
+    progress = recorded_progress(runtime, REQUEST)
+    previews = list(handlers.previews(progress))
+    assert len(previews) == len(progress)
     first = previews[0]
     assert all(isinstance(image, np.ndarray) and image.shape == (256, 256, 3) for image in first.images)
     # While decoding, the heavy outputs are left alone.
     assert all(isinstance(value, SKIP) for value in first.flatten()[3 * PANELS:])
+    assert "decoding" in first.counters[0] and "done" in previews[-1].counters[0]
+
+
+def test_counters_and_maps_stream_even_when_image_previews_are_too_costly(runtime, monkeypatch):
+    monkeypatch.setattr(handlers, "DECODE_SHARE", 1e6)  # a decoder so slow that one preview uses the budget
+    previews = list(handlers.previews(recorded_progress(runtime, REQUEST)))
+    with_images = [update for update in previews if not isinstance(update.images[0], SKIP)]
+    assert len(with_images) == 1 and with_images[0] is previews[0]  # the first update only
+    assert len(previews) > 3 and all(isinstance(update.counters[0], str) for update in previews)
+    assert sum(not isinstance(update.maps[2], SKIP) for update in previews) > 3  # LANTERN's map moves on
+
+
+def test_compare_streams_then_returns_everything(runtime):
+    updates = stream(runtime, REQUEST)
+    final = updates[-1]
     state = final.run_state
     assert [lane.method for lane in state.lanes] == ["vanilla", "eagle2", "lantern_static"]  # sampling defaults
     assert all(lane.done for lane in state.lanes)
+    assert all(isinstance(update.run_state, SKIP) for update in updates[:-1])  # previews only before it
     clocks = final.statistics
     assert 0 < clocks["panels_decode_ms"] <= clocks["comparison_wall_ms"]
     assert f"{clocks['comparison_wall_ms'] / 1000:.2f} s" in final.teaching
     assert [row["tokens"] for row in final.statistics["methods"]] == [TINY_GPT.num_image_tokens] * 3
     assert final.inspect_panel == 2  # the inspector starts on the relaxed (LANTERN) panel
-
-
-def test_counters_and_maps_stream_even_when_image_previews_are_too_costly(runtime, monkeypatch):
-    monkeypatch.setattr(handlers, "MIN_UPDATE_S", 0.0)
-    monkeypatch.setattr(handlers, "DECODE_SHARE", 1e6)  # a decoder so slow that one preview uses the budget
-    previews = stream(runtime, REQUEST)[:-1]
-    with_images = [update for update in previews if not isinstance(update.images[0], SKIP)]
-    assert len(with_images) == 1 and with_images[0] is previews[0]  # the first update only
-    assert len(previews) > 3 and all(isinstance(update.counters[0], str) for update in previews)
-    assert sum(not isinstance(update.maps[2], SKIP) for update in previews) > 3  # LANTERN's map moves on
 
 
 def test_bad_values_become_gr_errors_naming_them(runtime):
