@@ -1,6 +1,7 @@
 """The page in headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): load, move delta,
 run, wait, check images and plots, click a token; screenshots go to screenshots/ (git-ignored)."""
 import json
+import re
 import time
 from pathlib import Path
 
@@ -65,8 +66,11 @@ def _choose_methods(page, runtime) -> None:
 def test_page_runs_a_comparison_end_to_end(page_url, browser):
     url, runtime = page_url
     SHOTS.mkdir(exist_ok=True)
-    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page = browser.new_page(viewport={"width": 1600, "height": 1200})
     page.goto(url, wait_until="domcontentloaded")
+    # Run sits above the folded settings: pressable without scrolling.
+    page.wait_for_selector("#run-button")
+    assert page.locator("#run-button").bounding_box()["y"] + page.locator("#run-button").bounding_box()["height"] < 1200
     # Something meaningful at load: the codebook map at once, then the start-up comparison's images.
     page.wait_for_selector("#latent-plot .js-plotly-plot", timeout=300_000)
     page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
@@ -82,6 +86,8 @@ def test_page_runs_a_comparison_end_to_end(page_url, browser):
     page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=60_000,
                            polling=50)
     first_update_s = time.perf_counter() - pressed
+    # The previous run's plots are greyed until this one ends.
+    assert "comparing" in page.evaluate("document.body.className")
     # A mid-run picture: the LANTERN panel a quarter drawn (or done, should it finish first).
     page.wait_for_function("(() => { const text = document.querySelector('#stats-2').innerText;"
                            " const m = text.match(/(\\d+)\\s*tokens/);"
@@ -91,7 +97,10 @@ def test_page_runs_a_comparison_end_to_end(page_url, browser):
     page.wait_for_function("document.querySelector('#teaching').innerText.includes('delta = 0.25')",
                            timeout=240_000)
     finished_s = time.perf_counter() - pressed
+    page.wait_for_function("!document.body.classList.contains('comparing')", timeout=30_000)
     page.screenshot(path=str(SHOTS / "3_finished.png"), full_page=True)
+    panels_s = sum(float(re.search(r"([\d.]+) s\s*time", page.text_content(f"#stats-{i}")).group(1))
+                   for i in range(3))
 
     for index in range(3):
         size = page.evaluate(f"document.querySelector('#image-{index} img').naturalWidth")
@@ -107,7 +116,26 @@ def test_page_runs_a_comparison_end_to_end(page_url, browser):
     image.click(position={"x": box["width"] * 12.5 / 16, "y": box["height"] * 2.5 / 16})
     page.wait_for_function("document.querySelector('#detail').innerText.includes('row 2, column 12')",
                            timeout=30_000)
+    # The step slider follows the token: to the step named in the inspector.
+    step = re.search(r"\(step (\d+)\)", page.inner_text("#detail")).group(1)
+    page.wait_for_function(f"document.querySelector('#scrubber input[type=number]').value === '{step}'",
+                           timeout=30_000)
     page.screenshot(path=str(SHOTS / "4_inspect_token.png"), full_page=True)
     page.close()
-    timings = {"first_update_s": round(first_update_s, 2), "comparison_s": round(finished_s, 1)}
+    timings = {"first_update_s": round(first_update_s, 2), "comparison_s": round(finished_s, 2),
+               "panels_decode_s": round(panels_s, 2), "comparison_over_panels": round(finished_s / panels_s, 2)}
     (SHOTS / "timings.json").write_text(json.dumps(timings))
+
+
+def test_a_phone_sees_the_race_near_the_top(page_url, browser):
+    url, _ = page_url
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
+    boxes = [page.locator(f"#image-{i}").bounding_box() for i in range(3)]
+    run = page.locator("#run-button").bounding_box()
+    page.screenshot(path=str(SHOTS / "5_phone.png"))
+    assert run["y"] + run["height"] < 844
+    assert all(box["y"] + box["height"] < 844 for box in boxes)  # the three pictures on the first screen ...
+    assert len({round(box["y"]) for box in boxes}) == 1  # ... side by side
+    assert all(box["x"] + box["width"] <= 390 for box in boxes)
