@@ -126,7 +126,8 @@ def _clocks(lanes: list[Lane], wall_ms: float | None) -> str:
     if wall_ms is None:
         return line + "."
     return (line + f". The whole comparison took **{wall_ms / 1000:.2f} s** on this server, one panel at a "
-            "time on the same cores; the difference went to image previews, acceptance maps and streaming.")
+            "time on the same cores; the rest went to setting it up and decoding the final pictures (previews "
+            "are drawn beside the decoding, not between its steps, though on the same cores).")
 
 
 def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int,
