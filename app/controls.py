@@ -12,13 +12,27 @@ from app.checked import Number, Radio, Slider, named
 from app.render import DISPLAY
 from app.request import METHOD_PARAMETERS, PANELS, CompareRequest
 from app.runtime import MODEL_CHOICES
-from engine.core.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES
+from engine.core.config import (
+    CFG_SCALE_RANGE,
+    TEMPERATURE_RANGE,
+    TREE_DEPTH_RANGE,
+    TREE_SCORES,
+    TREE_TOKENS_RANGE,
+    TREE_TOP_K_RANGE,
+)
 from engine.data.dataset import CLASS_NAMES
 from engine.drafters.jacobi import INITS
 from engine.loading.embedded import VQ as EMBEDDED_VQ
 from engine.loading.hub import WEIGHTS_DIR_VARIABLE
-from engine.methods import METHODS, methods_taking
+from engine.methods import METHODS, OPTION_RANGES, methods_taking
 from engine.rules.lantern import VARIANTS
+
+
+def option_range(name: str) -> tuple[float, float]:
+    """A method option's allowed range, as engine.methods checks it."""
+    _, low, high = OPTION_RANGES[name]
+    return low, high
+
 
 DEFAULTS = CompareRequest()
 
@@ -31,10 +45,10 @@ def _used_by(option: str) -> str:
 
 # The name each checked control's refusals use: the engine's name for the same value.
 REFUSAL_NAMES = {"seed": "seed", "temperature": "temperature", "cfg_scale": "CFG scale", "top_k": "top-k",
-                 "delta": "delta", "k": "k", "lantern_variant": "LANTERN variant", "tree_depth": "tree depth",
+                 "k": "k", "lantern_variant": "LANTERN variant", "tree_depth": "tree depth",
                  "tree_top_k": "tree top-k", "tree_total": "tree total tokens", "tree_score": "tree score",
-                 "tree_min_score": "tree min score", "lantern_lambda": "lambda", "gsd_window": "GSD window",
-                 "gsd_p_gap": "GSD p gap", "gsd_distance": "GSD distance"}
+                 "tree_min_score": "tree min score",
+                 **{option: label for option, (label, _, _) in OPTION_RANGES.items()}}
 
 
 def race_controls() -> dict[str, gr.components.Component]:
@@ -52,7 +66,7 @@ def race_controls() -> dict[str, gr.components.Component]:
 
 def method_controls() -> dict[str, gr.components.Component]:
     """The methods' settings and the model, LANTERN's first, the rarely changed ones folded."""
-    c = {"delta": Slider(0.0, 1.0, value=DEFAULTS.delta, step=0.01, label="delta", elem_id="delta-slider",
+    c = {"delta": Slider(*option_range("delta"), value=DEFAULTS.delta, step=0.01, label="delta", elem_id="delta-slider",
                          info=f"LANTERN's budget: target mass it may move onto a draft ({_used_by('delta')})"),
          "k": Slider(1, EMBEDDED_VQ.codebook_size - 1, value=DEFAULTS.k, step=1, label="k", elem_id="k-slider",
                      info=f"how many latent neighbours may lend their mass ({_used_by('k')})"),
@@ -65,19 +79,21 @@ def method_controls() -> dict[str, gr.components.Component]:
                               allow_custom_value=True,
                               info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub")}
     with gr.Accordion(f"Draft tree ({_used_by('tree')})", open=False):
-        c["tree_depth"] = Slider(1, 16, value=DEFAULTS.tree_depth, step=1, label="Depth")
-        c["tree_top_k"] = Slider(1, 16, value=DEFAULTS.tree_top_k, step=1, label="Children per node (top-k)")
-        c["tree_total"] = Slider(2, 64, value=DEFAULTS.tree_total, step=1, label="Total tokens in the tree")
+        c["tree_depth"] = Slider(*TREE_DEPTH_RANGE, value=DEFAULTS.tree_depth, step=1, label="Depth")
+        c["tree_top_k"] = Slider(*TREE_TOP_K_RANGE, value=DEFAULTS.tree_top_k, step=1,
+                                 label="Children per node (top-k)")
+        c["tree_total"] = Slider(*TREE_TOKENS_RANGE, value=DEFAULTS.tree_total, step=1,
+                                 label="Total tokens in the tree")
         c["tree_score"] = Radio(list(TREE_SCORES), value=DEFAULTS.tree_score, label="Rank nodes by",
-                                   info="rule: the rule's chance of reaching and accepting a node; "
-                                        "draft: the draft probability, as EAGLE-2")
+                                info="rule: the rule's chance of reaching and accepting a node; "
+                                     "draft: the draft probability, as EAGLE-2")
         c["tree_min_score"] = Slider(0.0, 0.95, value=DEFAULTS.tree_min_score, step=0.05,
-                                        label="Expand nodes scoring at least",
-                                        info="0 drafts every level; higher spares drafter calls")
+                                     label="Expand nodes scoring at least",
+                                     info="0 drafts every level; higher spares drafter calls")
     with gr.Accordion("LANTERN++: lambda and the static tree", open=False):
-        c["lantern_lambda"] = Slider(1.0, 100.0, value=DEFAULTS.lantern_lambda, step=0.1, label="lambda",
-                                        elem_id="lambda-slider",
-                                        info="a draft x may borrow up to (lambda - 1) p(x) from its neighbours")
+        c["lantern_lambda"] = Slider(*option_range("lantern_lambda"), value=DEFAULTS.lantern_lambda, step=0.1,
+                                     label="lambda", elem_id="lambda-slider",
+                                     info="a draft x may borrow up to (lambda - 1) p(x) from its neighbours")
         c["static_tree"] = gr.Textbox(value=DEFAULTS.static_tree, label="Static tree", elem_id="static-tree",
                                       placeholder="each method's own chain: 16 deep for LANTERN's rules, 6 for EAGLE",
                                       info="paths of draft ranks, levels joined by dots: 0.1 is the second-best "
@@ -88,12 +104,12 @@ def method_controls() -> dict[str, gr.components.Component]:
                                     elem_id="sjd-init", info="the first guess at a position: random, or a copy of "
                                                              "the code to its left or above")
         c["gsd_window"] = Number(value=DEFAULTS.gsd_window, precision=0, label="GSD rank window",
-                                    elem_id="gsd-window",
-                                    info="ranks either side of x; empty: the published 7 scaled to the codebook")
-        c["gsd_p_gap"] = Slider(0.0, 1.0, value=DEFAULTS.gsd_p_gap, step=0.01, label="GSD p gap",
-                                   info="largest |p(y) - p(x)| within a group")
-        c["gsd_distance"] = Slider(0.0, 10.0, value=DEFAULTS.gsd_distance, step=0.05, label="GSD distance",
-                                      info="squared embedding distance, a fraction of the mean one")
+                                 elem_id="gsd-window",
+                                 info="ranks either side of x; empty: the published 7 scaled to the codebook")
+        c["gsd_p_gap"] = Slider(*option_range("gsd_p_gap"), value=DEFAULTS.gsd_p_gap, step=0.01,
+                                label="GSD p gap", info="largest |p(y) - p(x)| within a group")
+        c["gsd_distance"] = Slider(*option_range("gsd_distance"), value=DEFAULTS.gsd_distance, step=0.05,
+                                   label="GSD distance", info="squared embedding distance, a fraction of the mean one")
     return _named(c)
 
 
