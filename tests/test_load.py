@@ -49,12 +49,13 @@ def test_the_embedded_model_loads_in_the_precision_asked_for():
         load_model("embedded", Path("elsewhere"))
 
 
-def test_a_class_conditional_model_binds_to_itself_after_checking_the_class(tiny_model):
+def test_a_class_conditional_model_binds_to_itself_and_checks_the_class_it_decodes(tiny_model):
     assert not tiny_model.needs_prompt
     assert tiny_model.bind("green") is tiny_model and tiny_model.bind(None) is tiny_model
     assert tiny_model.unbound() is tiny_model
+    assert tiny_model.class_id("green") == tiny_model.class_names.index("green") and tiny_model.class_id("1") == 1
     with pytest.raises(InvalidInput, match="unknown class 'purple'"):
-        tiny_model.bind("purple")
+        tiny_model.class_id("purple")
 
 
 def test_a_text_model_binds_a_prompt_as_its_one_class():

@@ -39,9 +39,8 @@ class ImageModel:
         return False
 
     def bind(self, condition: str | int | None = None) -> ImageModel:
-        """The model ready to decode: itself, once `condition` (if given) is checked to be a class."""
-        if condition is not None:
-            self.class_id(condition)
+        """The model ready to decode: itself, since a class model takes its class per image
+        (`class_id` reads and checks it)."""
         return self
 
     def unbound(self) -> ImageModel:
