@@ -117,11 +117,15 @@ def tree_figure(trace: StepTrace, highlight: Sequence[int] = ()) -> go.Figure:
     fig = go.Figure(go.Scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#b8bfcc", width=1),
                                hoverinfo="skip", showlegend=False))
     ring = [2.5 if node in set(highlight) else 0.5 for node in range(len(parents))]
-    fig.add_trace(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers+text", showlegend=False,
+    deepest = int(depths.max())
+    # Beyond MAX_TICKS levels a node's code no longer fits beside it: hovering shows it instead.
+    labelled = deepest <= MAX_TICKS
+    fig.add_trace(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers+text" if labelled else "markers",
+                             showlegend=False,
                              marker=dict(size=13, color=colours, line=dict(color="#111", width=ring)),
-                             text=[str(int(t)) for t in trace.tree_tokens], textposition="middle right",
-                             textfont=dict(size=9), hovertext=text, hoverinfo="text"))
-    fig.update_xaxes(title_text="depth", dtick=1, zeroline=False)
+                             text=[str(int(t)) for t in trace.tree_tokens] if labelled else None,
+                             textposition="middle right", textfont=dict(size=9), hovertext=text, hoverinfo="text"))
+    fig.update_xaxes(title_text="depth", dtick=-(-deepest // MAX_TICKS) or 1, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False, showgrid=False)
     return _layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=340)
 

@@ -1,4 +1,5 @@
 """Figures, shipped-file readers and the page's words, without a browser."""
+import dataclasses
 import json
 
 import numpy as np
@@ -59,6 +60,16 @@ def test_tree_figure_colours_nodes_by_verdict(lanes):
         assert colours[verdict.node] == (plots.ACCEPTED if verdict.accepted else plots.REJECTED)
     untested = set(range(1, len(trace.tree_tokens))) - {v.node for v in trace.verdicts}
     assert all(colours[node] == plots.UNTESTED for node in untested)
+
+
+def test_a_deep_draft_chain_keeps_few_depth_ticks_and_its_codes_in_the_hover(lanes):
+    trace = lanes[0].traces[1]
+    for depth, labelled, dtick in ((4, True, 1), (16, False, 2)):
+        chain = dataclasses.replace(trace, tree_tokens=np.arange(depth + 1), tree_parents=np.arange(-1, depth),
+                                    tree_depths=np.arange(depth + 1), tree_q=np.ones(depth + 1), verdicts=[])
+        fig = plots.tree_figure(chain)
+        assert fig.layout.xaxis.dtick == dtick and (fig.data[1].text is not None) == labelled
+        assert len(fig.data[1].hovertext) == depth + 1
 
 
 def test_tree_layout_separates_nodes():
