@@ -6,9 +6,7 @@ and codebook size are configurable so that a small one can be trained here.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -93,6 +91,17 @@ class Level(nn.Module):
         self.res = nn.ModuleList()
         self.attn = nn.ModuleList()
 
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        for i, res in enumerate(self.res):
+            h = res(h)
+            if len(self.attn) > 0:
+                h = self.attn[i](h)
+        if hasattr(self, "downsample"):
+            h = self.downsample(h)
+        if hasattr(self, "upsample"):
+            h = self.upsample(h)
+        return h
+
 
 class Encoder(nn.Module):
     def __init__(self, cfg: VQConfig):
@@ -117,13 +126,8 @@ class Encoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.conv_in(x)
-        for block in cast("Iterable[Level]", self.conv_blocks):
-            for i, res in enumerate(block.res):
-                h = res(h)
-                if len(block.attn) > 0:
-                    h = block.attn[i](h)
-            if hasattr(block, "downsample"):
-                h = block.downsample(h)
+        for block in self.conv_blocks:
+            h = block(h)
         for layer in self.mid:
             h = layer(h)
         return self.conv_out(F.silu(self.norm_out(h)))
@@ -154,13 +158,8 @@ class Decoder(nn.Module):
         h = self.conv_in(z)
         for layer in self.mid:
             h = layer(h)
-        for block in cast("Iterable[Level]", self.conv_blocks):
-            for i, res in enumerate(block.res):
-                h = res(h)
-                if len(block.attn) > 0:
-                    h = block.attn[i](h)
-            if hasattr(block, "upsample"):
-                h = block.upsample(h)
+        for block in self.conv_blocks:
+            h = block(h)
         return self.conv_out(F.silu(self.norm_out(h)))
 
 
