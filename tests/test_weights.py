@@ -1,5 +1,6 @@
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from engine.model.gpt import GPT, GPTConfig
 from engine.model.weights import WeightsError, load_module, save_model
@@ -14,6 +15,22 @@ def test_round_trip_through_safetensors(tmp_path):
     assert loaded.cfg == TINY_GPT
     for key, value in model.state_dict().items():
         assert torch.equal(value, loaded.state_dict()[key])
+
+
+def test_parameters_stored_in_bfloat16_load_back_as_float32_rounded_and_buffers_exact(tmp_path):
+    model = tiny_gpt()
+    path = tmp_path / "m.safetensors"
+    save_model(model, path, config=TINY_GPT, param_dtype=torch.bfloat16)
+    stored = load_file(str(path))
+    params = {name for name, _ in model.named_parameters()}
+    loaded = load_module(path, GPTConfig, GPT)
+    for key, value in model.state_dict().items():
+        kept = loaded.state_dict()[key]
+        assert kept.dtype == value.dtype
+        if key in params:
+            assert stored[key].dtype == torch.bfloat16 and torch.equal(kept, value.to(torch.bfloat16).to(value.dtype))
+        else:  # buffers such as the rotary table keep their precision
+            assert stored[key].dtype == value.dtype and torch.equal(kept, value)
 
 
 def test_missing_file_names_the_path(tmp_path):

@@ -26,9 +26,14 @@ class WeightsError(RuntimeError):
     """A weight file is missing, unreadable or of the wrong layout."""
 
 
-def save_model(model: torch.nn.Module, path: Path, config: Any, extra: dict | None = None) -> None:
+def save_model(model: torch.nn.Module, path: Path, config: Any, extra: dict | None = None,
+               param_dtype: torch.dtype | None = None) -> None:
+    """Write the model's tensors with its config (and `extra`) in the metadata; parameters in
+    `param_dtype` where given, buffers as they are. Loading casts into the model's own dtype."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    params = {name for name, _ in model.named_parameters()}
+    tensors = {k: (v.to(param_dtype) if param_dtype is not None and k in params else v).detach().contiguous().cpu()
+               for k, v in model.state_dict().items()}
     metadata = {"config": json.dumps(dataclasses.asdict(config))}
     metadata.update({k: json.dumps(v) for k, v in (extra or {}).items()})
     save_file(tensors, str(path), metadata=metadata)

@@ -19,7 +19,7 @@ from engine.drafters.eagle_net import EagleNet, training_forward
 from engine.loading.embedded import ASSETS, EAGLE_FILE, load_embedded_target
 from engine.model.weights import save_model
 from engine.train.agreement import heldout_agreement
-from engine.train.common import DATA_DIR, features_dir, fit, setup_logging
+from engine.train.common import DATA_DIR, STORED_DTYPE, features_dir, fit, setup_logging
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
 
@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
         return f"loss {loss.item():.4f} top-1 agreement {top1:.3f}"
 
     def save(step: int) -> None:
-        save_model(net, out, config=target.cfg, extra={"trained_steps": step, "above": args.above})
+        save_model(net, out, config=target.cfg, extra={"trained_steps": step, "above": args.above},
+                   param_dtype=STORED_DTYPE)
 
     fit(net, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=50,
         train_step=train_step, clip=0.5, save=save)

@@ -19,7 +19,7 @@ from torch import nn
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.loading.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
 from engine.model.weights import save_model
-from engine.train.common import DATA_DIR, features_dir, fit, setup_logging
+from engine.train.common import DATA_DIR, STORED_DTYPE, features_dir, fit, setup_logging
 from engine.train.features import cached_features
 from engine.train.target import cached_codes
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         return f"loss {loss.item():.4f} top-1 per head " + " ".join(f"{a:.3f}" for a in accuracies)
 
     def save(step: int) -> None:
-        save_model(heads, out, config=cfg, extra={"trained_steps": step})
+        save_model(heads, out, config=cfg, extra={"trained_steps": step}, param_dtype=STORED_DTYPE)
 
     fit(heads, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=30,
         train_step=train_step, save=save)

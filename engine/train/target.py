@@ -29,7 +29,16 @@ from engine.loading.embedded import (
 )
 from engine.model.gpt import GPT
 from engine.model.weights import load_module, read_metadata, save_model
-from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, file_digest, fit, setup_logging
+from engine.train.common import (
+    DATA_DIR,
+    HELD_OUT_DRAWS,
+    STORED_DTYPE,
+    TRAIN_DRAWS,
+    cached_dataset,
+    file_digest,
+    fit,
+    setup_logging,
+)
 
 log = logging.getLogger("engine.train.target")
 
@@ -125,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     def save(step: int) -> None:
         # Written beside and renamed, so a run stopped mid-write leaves the last weights whole.
         partial = out.with_suffix(".partial")
-        save_model(model, partial, config=config, extra={"trained_steps": step, "held_out_curve": curve})
+        save_model(model, partial, config=config, extra={"trained_steps": step, "held_out_curve": curve},
+                   param_dtype=STORED_DTYPE)
         partial.replace(out)
 
     fit(model, optimizer, gen, run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=100,
