@@ -86,8 +86,9 @@ class Checkpoint:
         tmp.replace(self.path)
 
 
-# The learned parts' weights are stored in bfloat16: training already runs their products in it, and
-# it halves the repository's assets (the shipped target's held-out loss is unchanged to 4 decimals).
+# The embedded model's learned parts are stored in bfloat16: training already runs their products in
+# it, and it halves the repository's assets (the shipped target's held-out loss is unchanged to 4
+# decimals). Drafters of official models stay float32, as their targets' published weights are.
 STORED_DTYPE = torch.bfloat16
 
 

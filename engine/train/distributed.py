@@ -31,7 +31,7 @@ from engine.drafters.eagle_net import EagleNet
 from engine.loading.load import load_model
 from engine.model.gpt import GPT, GPTConfig
 from engine.model.weights import load_module, save_model
-from engine.train.common import STORED_DTYPE, fit, setup_logging
+from engine.train.common import fit, setup_logging
 from engine.train.drafter import drafter_loss
 from engine.train.features import sequence_features
 from engine.train.sequences import Conditions, load_codes, rows_of, save_codes, self_sample
@@ -156,8 +156,7 @@ def train(args) -> Path:
         return f"loss {totals[0] / args.batch:.4f} top-1 agreement {totals[1] / args.batch:.3f}"
 
     def save(step: int) -> None:
-        save_model(net, args.out, config=target.cfg, extra={"trained_steps": step, "target": name},
-                   param_dtype=STORED_DTYPE)
+        save_model(net, args.out, config=target.cfg, extra={"trained_steps": step, "target": name})
 
     # The checkpoint loads into the wrapped module's own parameters, on every process alike.
     fit(net, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=args.warmup,
