@@ -14,7 +14,7 @@ UMAP_FILE = "codebook_umap.npy"
 UMAP_META = "codebook_umap.json"  # the codebook fingerprint the projection was computed from
 SWEEP_DIR = "sweeps"  # one delta x k sweep per method and mode: sweeps/<method>_<greedy|sampling>.json
 SWEEP_KEYS = ("delta", "k", "speedup", "class_accuracy", "mal")
-SWEEP_INTERVALS = ("class_accuracy_ci", "logp_gap_ci")  # (low, high) pairs, where the sweep has them
+SWEEP_INTERVALS = ("class_accuracy_ci", "fid_proxy_ci", "logp_gap_ci")  # (low, high) pairs, where the sweep has them
 
 
 def codebook_fingerprint(weights: np.ndarray) -> str:

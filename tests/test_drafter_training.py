@@ -60,9 +60,12 @@ def test_agreement_counts_top_k_hits_per_depth():
     out = _samples()
     data = {name: value.numpy() for name, value in out.items()}
     shares = agreement(EagleNet(TINY_GPT).eval(), target, data, cfg_scale=3.0, top=(1, 3, TINY_GPT.vocab_size))
-    assert set(shares) == {f"depth{d}_top{k}" for d in (1, 2) for k in (1, 3, TINY_GPT.vocab_size)}
+    assert set(shares) == ({f"depth{d}_top{k}" for d in (1, 2) for k in (1, 3, TINY_GPT.vocab_size)}
+                           | {"depth1_accept", "depth2_accept", "target_top1_prob"})
     for d in (1, 2):
         assert 0 <= shares[f"depth{d}_top1"] <= shares[f"depth{d}_top3"] <= shares[f"depth{d}_top64"] == 1.0
+        assert 0 < shares[f"depth{d}_accept"] < 1
+    assert 1 / TINY_GPT.vocab_size <= shares["target_top1_prob"] <= 1
 
 
 @pytest.mark.parametrize("above", [False, True])

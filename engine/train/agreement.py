@@ -39,8 +39,13 @@ HELDOUT_SEED_SAMPLES = 1_000_003  # training runs sample with their own --seed
 def agreement(net: EagleNet, target: GPT, data: dict[str, np.ndarray], cfg_scale: float = SamplingConfig.cfg_scale,
               depth: int = 2, top: tuple[int, ...] = (1, 3), batch: int = 16) -> dict[str, float]:
     """{"depth1_top1": ..., "depth1_top3": ..., "depth2_top1": ...}: shares over every position of
-    every image in `data` (tokens (M, N), cond and null features (M, 1 + N, D))."""
+    every image in `data` (tokens (M, N), cond and null features (M, 1 + N, D)); with, per depth,
+    "depth{d}_accept", the exact rule's mean chance of accepting a draft sampled from the drafter
+    (sum over x of min(p, q), at temperature 1), and "target_top1_prob", the target's mean largest
+    probability, which says how flat its next-token distributions are."""
     hits = np.zeros((depth, len(top)))
+    accepted = np.zeros(depth)
+    top1_prob = 0.0
     counts = np.zeros(depth)
     for start in range(0, len(data["tokens"]), batch):
         tokens = torch.from_numpy(data["tokens"][start:start + batch].astype(np.int64))  # (b, N)
@@ -51,13 +56,20 @@ def agreement(net: EagleNet, target: GPT, data: dict[str, np.ndarray], cfg_scale
         for d, pred in enumerate(preds):
             guided = combine_cfg(pred.view(2, b, *pred.shape[1:]), cfg_scale)  # (b, N - d, D)
             truth = combine_cfg(feats[:, 1 + d:].view(2, b, -1, feats.shape[-1]), cfg_scale)  # (b, N - d, D)
-            best = target.logits(truth).argmax(-1, keepdim=True)  # (b, N - d, 1)
-            ranked = target.logits(guided).topk(max(top), dim=-1).indices  # (b, N - d, K)
+            p = target.logits(truth).float().softmax(-1)  # (b, N - d, V)
+            q = target.logits(guided).float().softmax(-1)  # (b, N - d, V)
+            best = p.argmax(-1, keepdim=True)  # (b, N - d, 1)
+            ranked = q.topk(max(top), dim=-1).indices  # (b, N - d, K)
             for i, k in enumerate(top):
                 hits[d, i] += (ranked[..., :k] == best).any(-1).sum().item()
+            accepted[d] += torch.minimum(p, q).sum(-1).sum().item()
+            if d == 0:
+                top1_prob += p.max(-1).values.sum().item()
             counts[d] += best.numel()
-    return {f"depth{d + 1}_top{k}": round(float(hits[d, i] / counts[d]), 4)
-            for d in range(depth) for i, k in enumerate(top)}
+    shares = {f"depth{d + 1}_top{k}": round(float(hits[d, i] / counts[d]), 4)
+              for d in range(depth) for i, k in enumerate(top)}
+    return {**shares, **{f"depth{d + 1}_accept": round(float(accepted[d] / counts[d]), 4) for d in range(depth)},
+            "target_top1_prob": round(top1_prob / counts[0], 4)}
 
 
 def heldout_features(run_dir: Path, target: GPT, images: int,
