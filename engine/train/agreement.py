@@ -69,7 +69,7 @@ def agreement(net: EagleNet, target: GPT, data: dict[str, np.ndarray], cfg_scale
     shares = {f"depth{d + 1}_top{k}": round(float(hits[d, i] / counts[d]), 4)
               for d in range(depth) for i, k in enumerate(top)}
     return {**shares, **{f"depth{d + 1}_accept": round(float(accepted[d] / counts[d]), 4) for d in range(depth)},
-            "target_top1_prob": round(top1_prob / counts[0], 4)}
+            "target_top1_prob": round(float(top1_prob / counts[0]), 4)}
 
 
 def heldout_features(run_dir: Path, target: GPT, images: int,
