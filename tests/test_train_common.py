@@ -62,3 +62,19 @@ def test_a_run_from_committed_weights_warms_its_rate_up_again(tmp_path):
     scheduled = [cosine_lr(step, 20, 0.1, 4) for step in range(10, 20)]
     assert rates[:4] == pytest.approx([scheduled[i] * (i + 1) / 4 for i in range(4)])
     assert rates[4:] == pytest.approx(scheduled[4:])
+
+
+def test_a_stopped_run_follows_the_whole_schedule_and_saves_where_it_stops(tmp_path):
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    rates, saved = [], []
+
+    def train_step(step: int) -> str:
+        rates.append(optimizer.param_groups[0]["lr"])
+        model(torch.ones(1, 3)).sum().backward()
+        return ""
+
+    reached = fit(model, optimizer, torch.Generator(), tmp_path / "checkpoint.pt", steps=20, lr=0.1, warmup=4,
+                  train_step=train_step, save_every=5, save=saved.append, stop=12)
+    assert reached == 12 and saved == [5, 10, 12]
+    assert rates == pytest.approx([cosine_lr(step, 20, 0.1, 4) for step in range(12)])

@@ -95,7 +95,8 @@ STORED_DTYPE = torch.bfloat16
 def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, gen: torch.Generator, checkpoint: Path, *,
         steps: int, lr: float, warmup: int, train_step: Callable[[int], str], clip: float | None = None,
         log_every: int = 25, save_every: int = 100, save: Callable[[int], None] | None = None,
-        after_step: Callable[[int], None] | None = None, lead: bool = True, start: int = 0) -> int:
+        after_step: Callable[[int], None] | None = None, lead: bool = True, start: int = 0,
+        stop: int | None = None) -> int:
     """The loop of every training command, resumed from `checkpoint` where one exists.
 
     Each step sets the cosine learning rate, calls `train_step(step)` (forward and backward of one
@@ -104,7 +105,8 @@ def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, gen: torch.Gen
     logged; every `save_every` steps and at the end the checkpoint is written and `save(steps done)`
     called (for the shipped weights). Only the `lead` process of a distributed run logs and saves.
     Without a checkpoint the run starts at step `start` (weights committed by an earlier run), its
-    learning rate warming up again over `warmup` steps.
+    learning rate warming up again over `warmup` steps. `stop` ends the run early, at that step of
+    the `steps`-step schedule.
     Returns the step reached.
     """
     ckpt = Checkpoint(checkpoint)
@@ -113,7 +115,8 @@ def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, gen: torch.Gen
     # Started from committed weights, the optimizer's moments begin at zero again: Adam's first
     # updates are then full steps along the gradient's sign, so the rate warms up afresh.
     rewarm = warmup if step > 0 and not ckpt.path.exists() else 0
-    while step < steps:
+    last = min(steps, stop or steps)
+    while step < last:
         rate = cosine_lr(step, steps, lr, warmup)
         if step - first < rewarm:
             rate *= (step - first + 1) / rewarm
@@ -127,11 +130,11 @@ def fit(model: torch.nn.Module, optimizer: torch.optim.Optimizer, gen: torch.Gen
         step += 1
         if after_step is not None:
             after_step(step)
-        if lead and (step % log_every == 0 or step == steps):
+        if lead and (step % log_every == 0 or step == last):
             elapsed = time.perf_counter() - started
             log.info("step %d/%d %s (%.0f s, %.2f steps/s)", step, steps, report, elapsed,
                      (step - first) / elapsed)
-        if lead and (step % save_every == 0 or step == steps):
+        if lead and (step % save_every == 0 or step == last):
             ckpt.save(model, optimizer, gen, step)
             if save is not None:
                 save(step)

@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="where the tokenizer is read and the weights are written")
     parser.add_argument("--init", type=Path, default=None,
                         help="weights to start from when the run has no checkpoint (their trained_steps)")
-    parser.add_argument("--steps", type=int, default=6000)
+    parser.add_argument("--steps", type=int, default=6000, help="the learning-rate schedule's length")
+    parser.add_argument("--stop-at", type=int, default=None, help="end at this step of the schedule")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--class-dropout", type=float, default=0.1)
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
 
     fit(model, optimizer, gen, run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=100,
         train_step=train_step, clip=1.0, log_every=25, save_every=250, save=save, after_step=after_step,
-        start=start)
+        start=start, stop=args.stop_at)
     log.info("wrote %s", out)
 
 
