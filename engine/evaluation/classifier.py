@@ -15,8 +15,8 @@ from torch import nn
 
 @dataclass(frozen=True)
 class ClassifierConfig:
-    num_classes: int = 12
-    widths: tuple[int, ...] = (32, 64, 96, 64)
+    num_classes: int
+    widths: tuple[int, ...] = (64, 128, 192, 256)
 
     @property
     def feature_dim(self) -> int:

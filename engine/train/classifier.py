@@ -31,10 +31,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/classifier"))
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--widths", type=lambda v: tuple(int(w) for w in v.split(",")),
+                        default=ClassifierConfig.widths, help="channels per stage, comma-separated")
     parser.add_argument("--assets", type=Path, default=ASSETS, help="where the classifier is written")
     args = parser.parse_args(argv)
     setup_logging()
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     gen = torch.Generator().manual_seed(args.seed)
     images, labels = cached_dataset(args.data_dir, "train", TRAIN_DRAWS)
     held_images, held_labels = cached_dataset(args.data_dir, "held_out", HELD_OUT_DRAWS)
-    cfg = ClassifierConfig(num_classes=len(CLASS_NAMES))
+    cfg = ClassifierConfig(num_classes=len(CLASS_NAMES), widths=args.widths)
     model = Classifier(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.05)
 
