@@ -10,6 +10,7 @@ import torch
 
 from engine.data.dataset import to_tensor_range
 from engine.loading.embedded import load_embedded, load_embedded_tokenizer, load_held_out_sample
+from tools.readme_tables import render
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,3 +88,10 @@ def test_shipped_model_generates_reproducibly():
     first = generate(model, "vanilla", SamplingConfig(temperature=1.0, seed=11), "smiley")
     second = generate(model, "vanilla", SamplingConfig(temperature=1.0, seed=11), "smiley")
     assert np.array_equal(first.tokens, second.tokens)
+
+
+def test_readme_tables_are_the_shipped_results():
+    readme = (ROOT / "README.md").read_text()
+    for table in render():
+        missing = [line for line in table.splitlines() if line not in readme]
+        assert not missing, f"README lacks {missing[:2]}; paste python -m tools.readme_tables into it"

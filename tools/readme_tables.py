@@ -1,0 +1,89 @@
+"""README's measured tables, rendered from the shipped benchmark and sweep JSONs.
+
+After the clean-checkout run that README's "Measured on this model" section lists, this prints the
+method table, the step costs and the delta sweep exactly as README shows them, so that the numbers
+in README are the ones in `assets/results/` and `assets/sweeps/` (a test checks that they agree).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from engine.loading.embedded import ASSETS
+
+SAMPLING_BENCH = Path("results/bench_sampling.json")
+GREEDY_BENCH = Path("results/bench_greedy.json")
+STATIC_SWEEP = Path("sweeps/lantern_static_sampling.json")
+DYNAMIC_SWEEP = Path("sweeps/lantern_sampling.json")
+
+
+def _interval(bounds: list[float], spec: str = ".2f") -> str:
+    return "[" + ", ".join(format(b, spec) for b in bounds) + "]"
+
+
+def _gap(entry: dict, spec: str, interval_spec: str) -> str:
+    return f"{format(entry['logp_gap'], spec)} {_interval(entry['logp_gap_ci'], interval_spec)}"
+
+
+def method_table(sampling: dict[str, dict], greedy: dict[str, dict]) -> str:
+    """One row per method: the sampling run's speed, acceptance and quality, the greedy run's speed."""
+    rows = ["| method | sampling, delta 0.4: speed-up / MAL / accept p / class acc. [95 % CI] / fid_proxy "
+            "[95 % CI] / log p gap [95 % CI] | greedy, delta 0.2: speed-up [min-max] / MAL / = vanilla |",
+            "|---|---|---|"]
+    for name, s in sampling.items():
+        g = greedy[name]
+        accept = "-" if s["mean_accept_prob"] is None else f"{s['mean_accept_prob']:.3f}"
+        gap = "0" if s["logp_gap_ci"] == [0.0, 0.0] else _gap(s, ".3f", ".3f")
+        same = {None: "-", True: "yes", False: "no"}[g["matches_vanilla_greedy"]]
+        greedy_speed = ("1.00x" if g["speedup_min"] == g["speedup_max"] == 1.0
+                        else f"{g['speedup']:.2f}x [{g['speedup_min']:.2f}-{g['speedup_max']:.2f}]")
+        rows.append(f"| `{name}` | {s['speedup']:.2f}x / {s['mal']:.2f} / {accept} / {s['class_accuracy']:.3f} "
+                    f"{_interval(s['class_accuracy_ci'])} / {s['fid_proxy']:.2f} {_interval(s['fid_proxy_ci'])} / "
+                    f"{gap} | {greedy_speed} / {g['mal']:.2f} / {same} |")
+    return "\n".join(rows)
+
+
+def cost_table(sampling: dict[str, dict], greedy: dict[str, dict]) -> str:
+    """Milliseconds per target pass, split into draft / verify / accept / other."""
+    def split(entry: dict) -> str:
+        ms = entry["ms_per_step"]
+        return " / ".join(f"{ms[part]:.2f}" for part in ("draft", "verify", "accept", "other")) + f" = {ms['wall']:.2f}"
+
+    rows = ["| | sampling | greedy |", "|---|---|---|"]
+    rows += [f"| {name} | {split(sampling[name])} | {split(greedy[name])} |" for name in sampling]
+    return "\n".join(rows)
+
+
+def sweep_table(static: list[dict], dynamic: list[dict]) -> str:
+    """One row per delta: the static chain's speed and quality, the dynamic tree's beside it."""
+    rows = ["| delta | `lantern_static`, sampling: speed-up / MAL / class acc. [95 % CI] / fid_proxy [95 % CI] / "
+            "log p gap [95 % CI] | `lantern`, sampling: speed-up / MAL / class acc. / log p gap |",
+            "|---|---|---|"]
+    for a, b in zip(static, dynamic, strict=True):
+        rows.append(f"| {a['delta']:g} | {a['speedup']:.2f}x / {a['mal']:.2f} / {a['class_accuracy']:.2f} "
+                    f"{_interval(a['class_accuracy_ci'])} / {a['fid_proxy']:.1f} {_interval(a['fid_proxy_ci'], '.1f')}"
+                    f" / {_gap(a, '+.2f', '.2f')} | {b['speedup']:.2f}x / {b['mal']:.2f} / "
+                    f"{b['class_accuracy']:.2f} / {_gap(b, '+.2f', '.2f')} |")
+    return "\n".join(rows)
+
+
+def render(assets: Path = ASSETS) -> list[str]:
+    """The three tables, in README's order."""
+    def load(path: Path):
+        return json.loads((assets / path).read_text())
+
+    sampling, greedy = load(SAMPLING_BENCH)["methods"], load(GREEDY_BENCH)["methods"]
+    return [method_table(sampling, greedy), cost_table(sampling, greedy),
+            sweep_table(load(STATIC_SWEEP)["points"], load(DYNAMIC_SWEEP)["points"])]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--assets", type=Path, default=ASSETS, help="where the JSONs are read")
+    args = parser.parse_args(argv)
+    print("\n\n".join(render(args.assets)))
+
+
+if __name__ == "__main__":
+    main()
