@@ -1,12 +1,13 @@
 import hashlib
 import io
+import json
 import tarfile
 
 import numpy as np
 import pytest
 
 from engine.data.dataset import CLASS_NAMES, CLASS_OF_SUBCATEGORY, CLASSES, HELD_OUT_ONE_IN, place, split_of
-from engine.data.emoji_sources import TWEMOJI, SourceError, fetch
+from engine.data.emoji_sources import TWEMOJI, SourceError, fetch, svg_bodies, svg_name
 from engine.evaluation.quality import frechet_distance
 
 
@@ -44,6 +45,31 @@ def test_a_tarball_that_is_not_the_pinned_one_is_refused(tmp_path):
     digest = hashlib.sha256(data.getvalue()).hexdigest()
     with pytest.raises(SourceError, match=f"SHA-256 {digest}; emoji-datasource-twitter@16.0.0 is pinned"):
         fetch(TWEMOJI, tmp_path)
+
+
+def _iconify_tarball(icons: dict) -> tarfile.TarFile:
+    data, payload = io.BytesIO(), json.dumps(icons).encode()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        info = tarfile.TarInfo("package/icons.json")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    data.seek(0)
+    return tarfile.open(fileobj=data, mode="r:gz")
+
+
+def test_iconify_sets_give_plain_aliases_and_leave_out_transformed_ones():
+    tar = _iconify_tarball({"width": 64, "height": 64, "icons": {
+        "bear-face": {"body": "<path d='M0 0h9v9z'/>"},
+        "waving-hand-dark-skin-tone": {"body": "<circle r='3'/>", "width": 72},
+    }, "aliases": {"bear": {"parent": "bear-face"}, "bear-left": {"parent": "bear-face", "hFlip": True},
+                   "orphan": {"parent": "missing"}}})
+    bodies = svg_bodies(tar)
+    assert bodies["bear"] == bodies["bear-face"] == ("<path d='M0 0h9v9z'/>", 64, 64)
+    assert bodies["waving-hand-dark-skin-tone"] == ("<circle r='3'/>", 72, 64)
+    assert "bear-left" not in bodies and "orphan" not in bodies
+    assert svg_name("bear-face", bodies) == "bear-face"
+    assert svg_name("waving-hand-dark", bodies) == "waving-hand-dark-skin-tone"  # Fluent's slug, Emoji One's name
+    assert svg_name("cat-face", bodies) is None
 
 
 def test_frechet_distance_is_zero_for_equal_statistics_and_grows_with_a_shift():

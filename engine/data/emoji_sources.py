@@ -1,11 +1,12 @@
-"""The emoji pictures the embedded model learns from: three artists' sets, fetched from npm and pinned.
+"""The emoji pictures the embedded model learns from: six artists' sets, fetched from npm and pinned.
 
 Each set is an npm package at a fixed version whose tarball must match its SHA-256 before anything is
-read from it. Twemoji and Noto ship 64 x 64 PNGs named by code point; Fluent Emoji Flat ships SVG
-bodies named by slug, with a code-point index, drawn here at 64 x 64 with CairoSVG. Every picture is
-tagged with the Unicode subcategory of its emoji (from the Twemoji package's `emoji.json`) and with
-its base emoji, so that skin-tone variants and the three styles of one emoji stay on the same side
-of the held-out split.
+read from it. Twemoji and Noto ship 64 x 64 PNGs named by code point. The Iconify sets (Fluent flat,
+Fluent colour, Emoji One, Noto's first design) ship SVG bodies named by slug, drawn here at 64 x 64
+with CairoSVG; Fluent flat's code-point index names the slugs, which the Iconify sets share (skin
+tones spelt "-dark" or "-dark-skin-tone"). Every picture is tagged with the Unicode subcategory of its
+emoji (from the Twemoji package's `emoji.json`) and with its base emoji, so that skin-tone variants
+and every style of one emoji stay on the same side of the held-out split.
 """
 from __future__ import annotations
 
@@ -50,7 +51,14 @@ NOTO = Package("Noto Emoji", "emoji-datasource-google", "16.0.0",
                "fb5fd131b362aab7a55542d2a147a79708cce0a8b1c1bbacd470172708b5c438", "Apache-2.0")
 FLUENT = Package("Fluent Emoji Flat", "@iconify-json/fluent-emoji-flat", "1.2.6",
                  "7d064769dee690815f823bc5bcc511d957198caf9f5edd8dd9c1aa48a6aeb175", "MIT")
-PACKAGES = (TWEMOJI, NOTO, FLUENT)
+FLUENT_COLOUR = Package("Fluent Emoji", "@iconify-json/fluent-emoji", "1.2.7",
+                        "8044210dbf11e016d4de85f15d01a243423bd832457e7e2491df1b751c0e272b", "MIT")
+EMOJI_ONE = Package("Emoji One", "@iconify-json/emojione", "1.2.3",
+                    "26a14f44284407e8bcde91799388dca2bfd91dbcd55a97f425524a1c5b73610e", "CC-BY 4.0")
+NOTO_V1 = Package("Noto Emoji (v1)", "@iconify-json/noto-v1", "1.2.5",
+                  "2bf62c26c2c2884aa99e90aec942cdaee17a5921f05690694f4978ad4b017c37", "Apache-2.0")
+ICONIFY_SETS = (FLUENT, FLUENT_COLOUR, EMOJI_ONE, NOTO_V1)  # SVG sets named by Fluent flat's slugs
+PACKAGES = (TWEMOJI, NOTO, *ICONIFY_SETS)
 
 
 @dataclass(frozen=True)
@@ -115,27 +123,58 @@ def _png_pictures(package: Package, tar: tarfile.TarFile, folder: str,
             yield Picture(package.style, base, sub, _png(tar.extractfile(member).read()))  # type: ignore[union-attr]
 
 
-def _fluent_pictures(tar: tarfile.TarFile, catalogue: dict[str, tuple[str, str, str]],
-                     wanted: set[str]) -> Iterator[Picture]:
+def _slugs(fluent_flat: tarfile.TarFile) -> dict[str, str]:
+    """Emoji key -> Iconify slug, from Fluent flat's code-point index."""
+    chars = json.load(fluent_flat.extractfile("package/chars.json"))  # type: ignore[arg-type]
+    return {_key(code_points): slug for code_points, slug in chars.items()}
+
+
+def svg_bodies(tar: tarfile.TarFile) -> dict[str, tuple[str, int, int]]:
+    """Every drawable name of an Iconify set -> (SVG body, width, height); plain aliases included,
+    flipped or rotated ones left out (they would need a transform)."""
+    icons = json.load(tar.extractfile("package/icons.json"))  # type: ignore[arg-type]
+    size = (icons.get("width", 16), icons.get("height", 16))
+    bodies = {name: (icon["body"], icon.get("width", size[0]), icon.get("height", size[1]))
+              for name, icon in icons["icons"].items()}
+    for name, alias in icons.get("aliases", {}).items():
+        if set(alias) == {"parent"} and alias["parent"] in bodies:
+            bodies[name] = bodies[alias["parent"]]
+    return bodies
+
+
+def svg_name(slug: str, bodies: dict[str, tuple[str, int, int]]) -> str | None:
+    """The set's name for a Fluent flat slug: the same, or with "-skin-tone" after a tone."""
+    return next((name for name in (slug, f"{slug}-skin-tone") if name in bodies), None)
+
+
+def _svg_pictures(package: Package, tar: tarfile.TarFile, slugs: dict[str, str],
+                  catalogue: dict[str, tuple[str, str, str]], wanted: set[str]) -> Iterator[Picture]:
     import cairosvg  # only the dataset build draws SVG
 
-    icons = json.load(tar.extractfile("package/icons.json"))  # type: ignore[arg-type]
-    chars = json.load(tar.extractfile("package/chars.json"))  # type: ignore[arg-type]
-    size = icons.get("width", 32)
-    for code_points, slug in chars.items():
-        found = catalogue.get(_key(code_points))
-        if found is None or found[1] not in wanted or slug not in icons["icons"]:
+    bodies = svg_bodies(tar)
+    for key, slug in slugs.items():
+        found = catalogue.get(key)
+        name = svg_name(slug, bodies)
+        if found is None or found[1] not in wanted or name is None:
             continue
-        svg = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size} {size}" '
-               f'width="{PICTURE_SIZE}" height="{PICTURE_SIZE}">{icons["icons"][slug]["body"]}</svg>')
-        yield Picture(FLUENT.style, found[0], found[1], _png(cairosvg.svg2png(bytestring=svg.encode())))
+        body, width, height = bodies[name]
+        svg = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+               f'width="{PICTURE_SIZE}" height="{PICTURE_SIZE}">{body}</svg>')
+        try:
+            png = cairosvg.svg2png(bytestring=svg.encode())
+        except MemoryError:  # cairo's answer to a few over-complex gradients (Fluent colour's umbrellas)
+            log.warning("%s: cairo cannot draw %s; left out", package.style, name)
+            continue
+        yield Picture(package.style, found[0], found[1], _png(png))
 
 
 def load_pictures(cache: Path, subcategories: set[str]) -> list[Picture]:
-    """Every picture of the three sets whose emoji belongs to one of `subcategories`."""
+    """Every picture of the six sets whose emoji belongs to one of `subcategories`."""
     twemoji = fetch(TWEMOJI, cache)
     catalogue = _catalogue(twemoji)
     pictures = list(_png_pictures(TWEMOJI, twemoji, "twitter", catalogue, subcategories))
     pictures += _png_pictures(NOTO, fetch(NOTO, cache), "google", catalogue, subcategories)
-    pictures += _fluent_pictures(fetch(FLUENT, cache), catalogue, subcategories)
+    slugs = _slugs(fetch(FLUENT, cache))
+    for package in ICONIFY_SETS:
+        pictures += _svg_pictures(package, fetch(package, cache), slugs, catalogue, subcategories)
     return pictures

@@ -17,7 +17,7 @@ from engine.loading.embedded import HELD_OUT_SAMPLE_FILE, TARGET_FILE
 log = logging.getLogger("engine.train")
 
 DATA_DIR = Path("runs/data")  # the packed image sets and every cached draw of them
-TRAIN_DRAWS = 24000  # placed pictures the tokenizer, the target and the drafters train on
+TRAIN_DRAWS = 40000  # placed pictures the tokenizer, the target and the drafters train on
 HELD_OUT_DRAWS = 2000  # placed held-out pictures: validation, the fid_proxy reference
 
 

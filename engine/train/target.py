@@ -10,6 +10,7 @@ is flat. A run resumes from its checkpoint, or else from committed weights given
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 from pathlib import Path
 
@@ -110,9 +111,15 @@ def main(argv: list[str] | None = None) -> None:
         model = load_module(args.init, type(config), GPT)
         start = int(read_metadata(args.init).get("trained_steps", 0))
         log.info("starting from %s at step %d", args.init, start)
+    held_out_set = hashlib.sha256(held_codes.tobytes()).hexdigest()[:12]
     curve_source = out if resuming else args.init
-    if curve_source is not None and curve_source.exists():  # the curve so far goes on
-        curve = list(read_metadata(curve_source).get("held_out_curve", []))
+    if curve_source is not None and curve_source.exists():
+        metadata = read_metadata(curve_source)
+        if metadata.get("held_out_set") == held_out_set:  # the curve so far goes on
+            curve = list(metadata.get("held_out_curve", []))
+        else:  # other data: a new curve, from where these weights stand on it
+            log.info("the held-out set differs from %s's; the held-out curve restarts", curve_source)
+            curve = [[start, round(held_out_loss(model, held_codes, held_labels, args.bf16), 4)]]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
 
     def train_step(step: int) -> str:
@@ -135,7 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     def save(step: int) -> None:
         # Written beside and renamed, so a run stopped mid-write leaves the last weights whole.
         partial = out.with_suffix(".partial")
-        save_model(model, partial, config=config, extra={"trained_steps": step, "held_out_curve": curve},
+        save_model(model, partial, config=config, extra={"trained_steps": step, "held_out_curve": curve,
+                                                                    "held_out_set": held_out_set},
                    param_dtype=STORED_DTYPE)
         partial.replace(out)
 
