@@ -1,8 +1,8 @@
-"""The embedded class-conditional dataset: sixteen emoji categories in three artists' styles.
+"""The embedded class-conditional dataset: sixteen emoji categories in six artists' styles.
 
 A class is a category with many different members (every emoji of its Unicode subcategories, in
-Twemoji, Noto and Fluent styles, skin tones included), so the model has to learn what a category
-looks like rather than one picture, and its next-token distributions stay flat inside objects.
+every style, skin tones included), so the model has to learn what a category looks like rather than
+one picture, and its next-token distributions stay flat inside objects.
 One emoji in eight, chosen by a hash of its code points, is held out in all its styles and tones.
 Each draw places a picture on a white 64 x 64 canvas at a random scale and offset.
 """
