@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.data.dataset import to_tensor_range
+from engine.data.dataset import CLASS_NAMES, to_tensor_range
+from engine.evaluation.quality import load_classifier, measure
 from engine.loading.embedded import load_embedded, load_embedded_tokenizer, load_held_out_sample
+from tools.probe_confusion import confusion, report
 from tools.readme_tables import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,3 +97,14 @@ def test_readme_tables_are_the_shipped_results():
     for table in render():
         missing = [line for line in table.splitlines() if line not in readme]
         assert not missing, f"README lacks {missing[:2]}; paste python -m tools.readme_tables into it"
+
+
+def test_probe_confusion_counts_every_held_out_picture_once():
+    images, labels = load_held_out_sample()
+    quality = measure(load_classifier().eval(), images, labels)
+    counts = confusion(quality.predicted, labels, len(CLASS_NAMES))
+    assert counts.sum() == len(labels)
+    assert np.array_equal(counts.sum(1), np.bincount(labels, minlength=len(CLASS_NAMES)))
+    assert np.trace(counts) / counts.sum() == quality.class_accuracy
+    first_line = f"accuracy {quality.class_accuracy:.3f} on {len(labels)} held-out pictures"
+    assert report(counts).splitlines()[0] == first_line
