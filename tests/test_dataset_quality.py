@@ -37,33 +37,31 @@ def test_placing_a_picture_keeps_it_whole_on_a_white_canvas():
         assert (~red & (image.min(-1) < 200)).sum() <= 8 * 32  # the rest is white but for a soft edge
 
 
-def test_a_tarball_that_is_not_the_pinned_one_is_refused(tmp_path):
+def _tarball(name: str, payload: bytes) -> bytes:
+    """A gzipped tarball holding one file, as npm packs a package."""
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:gz") as tar:
-        tar.addfile(tarfile.TarInfo("package/emoji.json"), io.BytesIO(b""))
-    (tmp_path / TWEMOJI.tarball).write_bytes(data.getvalue())
-    digest = hashlib.sha256(data.getvalue()).hexdigest()
+        info = tarfile.TarInfo(name)
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    return data.getvalue()
+
+
+def test_a_tarball_that_is_not_the_pinned_one_is_refused(tmp_path):
+    packed = _tarball("package/emoji.json", b"")
+    (tmp_path / TWEMOJI.tarball).write_bytes(packed)
+    digest = hashlib.sha256(packed).hexdigest()
     with pytest.raises(SourceError, match=f"SHA-256 {digest}; emoji-datasource-twitter@16.0.0 is pinned"):
         fetch(TWEMOJI, tmp_path)
 
 
-def _iconify_tarball(icons: dict) -> tarfile.TarFile:
-    data, payload = io.BytesIO(), json.dumps(icons).encode()
-    with tarfile.open(fileobj=data, mode="w:gz") as tar:
-        info = tarfile.TarInfo("package/icons.json")
-        info.size = len(payload)
-        tar.addfile(info, io.BytesIO(payload))
-    data.seek(0)
-    return tarfile.open(fileobj=data, mode="r:gz")
-
-
 def test_iconify_sets_give_plain_aliases_and_leave_out_transformed_ones():
-    tar = _iconify_tarball({"width": 64, "height": 64, "icons": {
+    packed = _tarball("package/icons.json", json.dumps({"width": 64, "height": 64, "icons": {
         "bear-face": {"body": "<path d='M0 0h9v9z'/>"},
         "waving-hand-dark-skin-tone": {"body": "<circle r='3'/>", "width": 72},
     }, "aliases": {"bear": {"parent": "bear-face"}, "bear-left": {"parent": "bear-face", "hFlip": True},
-                   "orphan": {"parent": "missing"}}})
-    bodies = svg_bodies(tar)
+                   "orphan": {"parent": "missing"}}}).encode())
+    bodies = svg_bodies(tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz"))
     assert bodies["bear"] == bodies["bear-face"] == ("<path d='M0 0h9v9z'/>", 64, 64)
     assert bodies["waving-hand-dark-skin-tone"] == ("<circle r='3'/>", 72, 64)
     assert "bear-left" not in bodies and "orphan" not in bodies

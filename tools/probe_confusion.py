@@ -18,7 +18,7 @@ import numpy as np
 from engine.data.dataset import CLASS_NAMES
 from engine.evaluation.quality import load_classifier, measure
 from engine.loading.embedded import load_held_out_sample
-from engine.train.common import DATA_DIR, HELD_OUT_DRAWS
+from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, cached_dataset_path
 
 
 def confusion(predicted: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="where the training commands cached the held-out draws; without them the "
                              "32 shipped held-out pictures are used")
     args = parser.parse_args(argv)
-    cached = args.data_dir / f"held_out_{HELD_OUT_DRAWS}_0.npz"
+    cached = cached_dataset_path(args.data_dir, "held_out", HELD_OUT_DRAWS)
     if cached.exists():
         with np.load(cached) as data:
             images, labels = data["images"], data["labels"]

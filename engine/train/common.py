@@ -21,9 +21,14 @@ TRAIN_DRAWS = 40000  # placed pictures the tokenizer, the target and the drafter
 HELD_OUT_DRAWS = 2000  # placed held-out pictures: validation, the fid_proxy reference
 
 
+def digest(data: bytes) -> str:
+    """A short fingerprint of some bytes, so that what was made from them is not mistaken for another's."""
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
 def file_digest(path: Path) -> str:
     """A short fingerprint of a weights file, so that caches made from it are not reused for another."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return digest(path.read_bytes())
 
 
 def features_dir(data_dir: Path, assets: Path) -> Path:
@@ -32,9 +37,14 @@ def features_dir(data_dir: Path, assets: Path) -> Path:
     return data_dir / f"features_{file_digest(assets / TARGET_FILE)}"
 
 
+def cached_dataset_path(data_dir: Path, split: str, draws: int, seed: int = 0) -> Path:
+    """Where `cached_dataset` keeps `draws` placed pictures of `split`."""
+    return data_dir / f"{split}_{draws}_{seed}.npz"
+
+
 def cached_dataset(data_dir: Path, split: str, draws: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Build `draws` placed pictures of `split` once and keep them in `data_dir`; later commands reuse them."""
-    path = data_dir / f"{split}_{draws}_{seed}.npz"
+    path = cached_dataset_path(data_dir, split, draws, seed)
     if path.exists():
         data = np.load(path)
         return data["images"], data["labels"]

@@ -10,7 +10,6 @@ is flat. A run resumes from its checkpoint, or else from committed weights given
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from engine.train.common import (
     STORED_DTYPE,
     TRAIN_DRAWS,
     cached_dataset,
+    digest,
     file_digest,
     fit,
     setup_logging,
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         model = load_module(args.init, type(config), GPT)
         start = int(read_metadata(args.init).get("trained_steps", 0))
         log.info("starting from %s at step %d", args.init, start)
-    held_out_set = hashlib.sha256(held_codes.tobytes()).hexdigest()[:12]
+    held_out_set = digest(held_codes.tobytes())
     curve_source = out if resuming else args.init
     if curve_source is not None and curve_source.exists():
         metadata = read_metadata(curve_source)
