@@ -12,7 +12,7 @@ from engine.evaluation.quality import frechet_distance
 
 
 def test_classes_are_distinct_and_each_subcategory_belongs_to_one_class():
-    assert len(CLASS_NAMES) == 16 and len(set(CLASS_NAMES)) == len(CLASS_NAMES)
+    assert len(CLASS_NAMES) == 8 and len(set(CLASS_NAMES)) == len(CLASS_NAMES)
     subcategories = [sub for c in CLASSES for sub in c.subcategories]
     assert len(subcategories) == len(set(subcategories)) == len(CLASS_OF_SUBCATEGORY)
 

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_tokenizer_round_trips_real_images():
     tokenizer = load_embedded_tokenizer()
     images = to_tensor_range(load_held_out_sample()[0])  # emoji the tokenizer never saw
-    codes = tokenizer.encode(images)  # (32, 256)
-    assert codes.shape == (32, 256) and int(codes.max()) < 4096
+    codes = tokenizer.encode(images)  # (N, 256)
+    assert codes.shape == (len(images), 256) and int(codes.max()) < 4096
     recon = tokenizer.decode(codes, 16)
     psnr = 10 * torch.log10(4.0 / (recon - images).pow(2).mean())
     assert psnr > 20.0
@@ -60,7 +60,7 @@ def test_samples_command_draws_a_labelled_row_per_class(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--class-id", "99"], "class id 99 is out of range; allowed: 0 to 15"),
+    (["--class-id", "99"], "class id 99 is out of range; allowed: 0 to 7"),
     (["--temperature", "-1"], "temperature -1.0 is out of range"),
     (["--top-p", "0"], "top-p 0.0 is out of range; allowed: (0, 1]"),
     (["--method", "turbo"], "unknown method 'turbo'"),

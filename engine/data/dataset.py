@@ -1,8 +1,12 @@
-"""The embedded class-conditional dataset: sixteen emoji categories in six artists' styles.
+"""The embedded class-conditional dataset: eight emoji categories in six artists' styles.
 
 A class is a category with many different members (every emoji of its Unicode subcategories, in
 every style, skin tones included), so the model has to learn what a category looks like rather than
-one picture, and its next-token distributions stay flat inside objects.
+one picture, and its next-token distributions stay flat inside objects. The eight are the categories
+whose members look alike: on sixteen (adding bird, sea animal, fruit & veg, food, drink, vehicle,
+weather and clothing) a probe trained on real pictures recognised unseen emoji of those eight
+0.80-0.98 of the time and of the other eight 0.00-0.63, so a sample of them could not be recognised
+however well it was drawn (README, "The embedded model").
 One emoji in eight, chosen by a hash of its code points, is held out in all its styles and tones.
 Each draw places a picture on a white 64 x 64 canvas at a random scale and offset.
 """
@@ -37,17 +41,9 @@ CLASSES: tuple[EmojiClass, ...] = (
     EmojiClass("hand", ("hand-fingers-open", "hand-fingers-partial", "hand-single-finger",
                         "hand-fingers-closed", "hands", "hand-prop")),
     EmojiClass("mammal", ("animal-mammal",)),
-    EmojiClass("bird", ("animal-bird",)),
-    EmojiClass("sea animal", ("animal-marine",)),
     EmojiClass("plant", ("plant-flower", "plant-other")),
-    EmojiClass("fruit & veg", ("food-fruit", "food-vegetable")),
-    EmojiClass("food", ("food-prepared", "food-asian", "food-sweet")),
-    EmojiClass("drink", ("drink",)),
-    EmojiClass("vehicle", ("transport-ground", "transport-air", "transport-water")),
     EmojiClass("building", ("place-building", "place-religious")),
     EmojiClass("clock", ("time",)),
-    EmojiClass("weather", ("sky & weather",)),
-    EmojiClass("clothing", ("clothing",)),
 )
 
 CLASS_NAMES: tuple[str, ...] = tuple(c.name for c in CLASSES)

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.data.dataset import build_dataset
+from engine.data.dataset import CLASSES, build_dataset
+from engine.data.emoji_sources import PACKAGES
 from engine.loading.embedded import HELD_OUT_SAMPLE_FILE, TARGET_FILE
 
 log = logging.getLogger("engine.train")
@@ -38,8 +39,9 @@ def features_dir(data_dir: Path, assets: Path) -> Path:
 
 
 def cached_dataset_path(data_dir: Path, split: str, draws: int, seed: int = 0) -> Path:
-    """Where `cached_dataset` keeps `draws` placed pictures of `split`."""
-    return data_dir / f"{split}_{draws}_{seed}.npz"
+    """Where `cached_dataset` keeps `draws` placed pictures of `split`, named also by the classes
+    and image sets they were drawn from, so that draws of another dataset are never reused."""
+    return data_dir / f"{split}_{draws}_{seed}_{digest(repr((CLASSES, PACKAGES)).encode())}.npz"
 
 
 def cached_dataset(data_dir: Path, split: str, draws: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.data.dataset import to_tensor_range
+from engine.data.dataset import CLASS_NAMES, to_tensor_range
 from engine.loading.embedded import (
     ASSETS,
     SPS_DRAFT,
@@ -35,6 +35,7 @@ from engine.train.common import (
     STORED_DTYPE,
     TRAIN_DRAWS,
     cached_dataset,
+    cached_dataset_path,
     digest,
     file_digest,
     fit,
@@ -49,7 +50,7 @@ def cached_codes(data_dir: Path, assets: Path, split: str = "train",
     """VQ codes (N, 256) int16 and labels (N,) of `draws` placed pictures of `split`, encoded once
     with the tokenizer in `assets` (the cache is keyed by that file's contents)."""
     tokenizer_file = assets / TOKENIZER_FILE
-    path = data_dir / f"codes_{split}_{draws}_{file_digest(tokenizer_file)}.npz"
+    path = data_dir / f"codes_{cached_dataset_path(data_dir, split, draws).stem}_{file_digest(tokenizer_file)}.npz"
     if path.exists():
         data = np.load(path)
         return data["codes"], data["labels"]
@@ -143,7 +144,8 @@ def main(argv: list[str] | None = None) -> None:
         # Written beside and renamed, so a run stopped mid-write leaves the last weights whole.
         partial = out.with_suffix(".partial")
         save_model(model, partial, config=config, extra={"trained_steps": step, "held_out_curve": curve,
-                                                                    "held_out_set": held_out_set},
+                                                                    "held_out_set": held_out_set,
+                                                                    "class_names": CLASS_NAMES},
                    param_dtype=STORED_DTYPE)
         partial.replace(out)
 
