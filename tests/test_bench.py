@@ -54,6 +54,19 @@ def test_one_image_is_measured_without_a_covariance(tiny_model):
     assert json.loads(json.dumps(results))["sjd"]["fid_proxy_ci"] is None
 
 
+def test_quality_progress_counts_every_image_scored(tiny_model):
+    """The target scores every run (vanilla's too), the classifier only the requested methods."""
+    import io
+
+    from tqdm import tqdm
+
+    sampling = SamplingConfig(temperature=0.0)
+    runs = run_methods(tiny_model, ["sjd"], sampling, 2, MethodOptions())
+    with tqdm(file=io.StringIO()) as progress:
+        summarise(tiny_model, runs, sampling, ["sjd"], tiny_classifier(), progress=progress)
+        assert progress.total == 2 + 2 + 2 and progress.n == progress.total
+
+
 def test_the_fid_interval_holds_the_estimate_and_narrows_with_more_images():
     classifier = tiny_classifier()
     dim = classifier.reference_mean.shape[0]

@@ -86,17 +86,24 @@ def _timing(repeats: list[dict[str, list[Generation]]], name: str) -> dict:
 
 def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: SamplingConfig,
               requested: list[str], classifier=None,
-              repeats: list[dict[str, list[Generation]]] | None = None) -> dict[str, dict]:
+              repeats: list[dict[str, list[Generation]]] | None = None, progress=None) -> dict[str, dict]:
     """Per method: MAL, acceptance and quality from `runs`; timings over `repeats` (all the
-    repeats, `runs` among them; just `runs` when not given)."""
+    repeats, `runs` among them; just `runs` when not given). `progress` (a tqdm bar) counts the
+    images scored: once by the target, once by the classifier for each requested method."""
     classifier = classifier or load_classifier()
     repeats = repeats or [runs]
     baseline = runs[BASELINE]
-    logp = {name: target_logp(model.target, np.stack([g.tokens for g in gens]),
-                              np.array([g.class_id for g in gens]), sampling.cfg_scale)
-            for name, gens in runs.items()}  # (n,) per method
+    measured = [m for m in runs if m in requested]
+    if progress is not None:
+        progress.reset(total=sum(len(gens) for gens in runs.values()) + sum(len(runs[m]) for m in measured))
+    logp = {}
+    for name, gens in runs.items():
+        logp[name] = target_logp(model.target, np.stack([g.tokens for g in gens]),
+                                 np.array([g.class_id for g in gens]), sampling.cfg_scale)  # (n,)
+        if progress is not None:
+            progress.update(len(gens))
     results = {}
-    for name in [m for m in runs if m in requested]:
+    for name in measured:
         gens = runs[name]
         tokens = np.stack([g.tokens for g in gens])  # (n, grid^2)
         images = np.concatenate([model.decode_images(_as_tensor(chunk)).numpy()
@@ -128,6 +135,8 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
                 all(np.array_equal(b.tokens, g.tokens) for b, g in zip(baseline, gens))
                 if sampling.greedy and name != BASELINE else None),
         }
+        if progress is not None:
+            progress.update(len(gens))
     return results
 
 

@@ -130,7 +130,8 @@ def cmd_bench(args) -> None:
     total = args.repeats * args.n_images * len(set(methods) | {"vanilla"})
     with tqdm(total=total, desc="images", unit="image", file=sys.stderr) as progress:
         repeats = run_repeats(model, methods, sampling, args.n_images, options, args.repeats, progress)
-    results = summarise(model, repeats[0], sampling, methods, repeats=repeats)
+    with tqdm(desc="quality", unit="image", file=sys.stderr) as progress:
+        results = summarise(model, repeats[0], sampling, methods, repeats=repeats, progress=progress)
     print(format_table(results))
     for name in [m for m, r in results.items() if not r["repeats_agree"]]:
         log.warning("%s produced different tokens in different repeats", name)
