@@ -55,7 +55,8 @@ def race_controls() -> dict[str, gr.components.Component]:
     """What people change most, on one line with Run above the panels: the class (or prompt), the
     seed and the temperature."""
     c = {"class_name": gr.Dropdown(list(CLASS_NAMES), value=DEFAULTS.class_name, label="Class", scale=2,
-                                   allow_custom_value=True, elem_id="class-choice", info=imagenet.help_text()),
+                                   allow_custom_value=True, elem_id="class-choice",
+                                   info=imagenet.help_text(imagenet_classes=False)),
          "prompt": gr.Textbox(value=DEFAULTS.prompt, label="Prompt", visible=False, elem_id="prompt", scale=2,
                               placeholder="a photo of an astronaut riding a horse"),
          "seed": Number(value=DEFAULTS.seed, precision=0, label="Seed", minimum=0, scale=1, min_width=90),
@@ -98,6 +99,10 @@ def method_controls() -> dict[str, gr.components.Component]:
                                       placeholder="each method's own chain: 16 deep for LANTERN's rules, 6 for EAGLE",
                                       info="paths of draft ranks, levels joined by dots: 0.1 is the second-best "
                                            f"child of the best ({_used_by('static_tree')})")
+    with gr.Accordion(f"COOL-SD: w ({_used_by('cool_w')})", open=False):
+        c["cool_w"] = Slider(*option_range("cool_w"), value=DEFAULTS.cool_w, step=0.1, label="w",
+                             elem_id="cool-w-slider",
+                             info="mean weight in min(1, w p(x) / q(x)), largest at the first depth; 1 = exact")
     with gr.Accordion(f"Jacobi methods ({_used_by('sjd_init')})", open=False):
         c["sjd_init"] = gr.Dropdown(list(INITS), value=DEFAULTS.sjd_init, label="Initialisation",
                                     allow_custom_value=True,

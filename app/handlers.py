@@ -264,10 +264,11 @@ def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: 
     k = min(int(k), vocab - 1)
     chosen = usable_methods(runnable, list(methods))
     classes = [(label, label) for label in runnable.class_names]
-    if name in OFFICIAL_MODELS and not is_text:  # ImageNet's classes: their index, and name where known
+    imagenet_classes = name in OFFICIAL_MODELS and not is_text
+    if imagenet_classes:  # ImageNet's classes: their index, and name where known
         classes = imagenet.choices(len(classes))
     values = [value for _, value in classes]
-    class_update = gr.update(visible=not is_text, choices=classes,
+    class_update = gr.update(visible=not is_text, choices=classes, info=imagenet.help_text(imagenet_classes),
                              value=class_name if class_name in values else values[0])
     projection = runtime.projection(model)
     return ([class_update, gr.update(visible=is_text), gr.update(maximum=min(vocab - 1, K_SLIDER_MAX), value=k)]

@@ -27,11 +27,14 @@ _LEADING_INDEX = re.compile(r"^\s*(\d+)(\s*[·:.-].*)?$")
 EXAMPLE = "207" + (f" or {LABELS[207].lower()}" if LABELS else "")
 
 
-def help_text() -> str:
-    """How the class box reads an official model's class, for its help line."""
+def help_text(imagenet_classes: bool) -> str:
+    """The class box's help line for the selected model: an official class model reads ImageNet's
+    classes by index (or name, where a list of names is installed); others offer their own classes."""
+    if not imagenet_classes:
+        return "one of this model's classes (official ImageNet models: a class index or name)"
     if LABELS:
-        return "official class models: an ImageNet class index (0-999) or its name, e.g. 207 or golden retriever"
-    return "official class models: an ImageNet class index (0-999); no list of ImageNet names is installed here"
+        return "an ImageNet class index (0-999) or its name, e.g. 207 or golden retriever"
+    return "an ImageNet class index (0-999); no list of ImageNet names is installed here"
 
 
 def choices(num_classes: int) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ import numpy as np
 from engine.commands.generate import stream
 from engine.core.config import SamplingConfig
 from engine.core.trace import StepTrace, mean_accepted_length
-from engine.evaluation.speed import BASELINE, speedup
+from engine.evaluation.speed import BASELINE, pass_split, speedup
 from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
 
@@ -52,6 +52,18 @@ class Lane:
     def ms_per_token(self) -> float:
         produced = len(self.tokens)
         return self.elapsed_ms / produced if produced else float("nan")
+
+    @property
+    def ms_per_pass(self) -> dict[str, float]:
+        """The lane's decode time split as the benchmark splits it (engine.evaluation.speed): ms per
+        target pass after the prefill, in draft, verify, accept and other (the prefill among it)."""
+        return pass_split(self.traces[1:], self.elapsed_ms)
+
+    @property
+    def speedup_limit(self) -> float:
+        """The speed-up the accepted length alone would give: MAL, if a pass over the tree cost what
+        a one-token pass costs and drafting were free. A limit, never a measurement."""
+        return self.mean_accepted_length
 
     @property
     def accept_probs(self) -> list[float]:
@@ -128,5 +140,7 @@ def summary(lanes: list[Lane]) -> list[dict]:
             "speedup_vs_vanilla": None if ratio is None else round(ratio, 3),
             "drafts_tested": len(probs),
             "mean_accept_prob": round(float(np.mean(probs)), 4) if probs else None,
+            "ms_per_pass": {part: round(ms, 3) for part, ms in lane.ms_per_pass.items()},
+            "speedup_limit": round(lane.speedup_limit, 3),
         })
     return rows

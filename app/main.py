@@ -5,6 +5,18 @@ import logging
 import os
 
 
+def setup_logging() -> None:
+    """One timestamped line per event. huggingface_hub gives its logger a handler of its own and
+    also passes records on to the root's, which would print each of its lines twice."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+    import huggingface_hub  # noqa: F401 (its logger's handler is added on import)
+
+    hub_logger = logging.getLogger("huggingface_hub")
+    for handler in list(hub_logger.handlers):
+        hub_logger.removeHandler(handler)
+    hub_logger.propagate = True
+
+
 def main() -> None:
     import torch
 
@@ -15,7 +27,7 @@ def main() -> None:
     # server thread that renders previews (measured here as the larger cost on a 2-core machine).
     torch.set_num_threads(int(os.environ.get("EXPLORER_THREADS", "1")))
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+    setup_logging()
     runtime = Runtime()
     runtime.start(warm=True)
     demo = build_demo(runtime)

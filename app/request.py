@@ -51,6 +51,7 @@ class CompareRequest:
     gsd_distance: float = MethodOptions.gsd_distance
     tree_score: str = TreeConfig.score  # rule: the rule's acceptance estimate; draft: EAGLE-2's q
     tree_min_score: float = TreeConfig.min_score
+    cool_w: float = MethodOptions.cool_w
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(temperature=_number("temperature", self.temperature),
@@ -68,6 +69,7 @@ class CompareRequest:
         return MethodOptions(delta=_number("delta", self.delta), k=_whole("k", self.k), tree=tree,
                              lantern_variant=self.lantern_variant,
                              lantern_lambda=_number("lambda", self.lantern_lambda),
+                             cool_w=_number("COOL-SD w", self.cool_w),
                              static_tree=_static_tree(self.static_tree), sjd_init=self.sjd_init,
                              gsd_window=window, gsd_p_gap=_number("GSD p gap", self.gsd_p_gap),
                              gsd_distance=_number("GSD distance", self.gsd_distance))

@@ -12,6 +12,7 @@ from app.outputs import ComparisonOutputs, LoadOutputs
 from app.request import PANELS, CompareRequest, api_parameters
 from app.runtime import Runtime
 from engine.loading.embedded import VQ as EMBEDDED_VQ
+from engine.loading.embedded import embedded_metadata
 
 QUEUE_SIZE = 16  # waiting comparisons beyond this are refused instead of piling up
 CSS = """
@@ -38,12 +39,6 @@ body.comparing #results::before { content: "Previous run: these update when the 
   #panels .lane-stats > div { min-width: 0 !important; padding: 1px 3px !important; font-size: 0.8em; }
 }
 """
-INTRO = ("# LANTERN Explorer\nWatch an image autoregressive model paint 256 tokens, once plainly and "
-         "twice with speculative decoding, side by side. The panels race on the same class and seed; each "
-         "method's clock counts only its own work. Green cells were accepted drafts, amber ones the "
-         "target's own draw (a bonus or a correction). The embedded model is small and runs on a CPU: "
-         "an 8-layer LlamaGen GPT that draws 16 emoji categories, learnt from Twemoji, Noto and Fluent "
-         "emoji (credits in the README).")
 LEGEND = ('<div class="legend" style="font-size:0.85em">acceptance map:<span style="background:#2ec478">'
           '</span>accepted draft<span style="background:#f5a623"></span>bonus / correction'
           '<span style="background:#2b303b"></span>not yet</div>')
@@ -57,7 +52,7 @@ def launch_options() -> dict:
 def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
     runtime = runtime or Runtime()
     with gr.Blocks(title="LANTERN Explorer") as demo:
-        gr.Markdown(INTRO, elem_id="intro")
+        gr.Markdown(text.intro_markdown(embedded_metadata()), elem_id="intro")
         with gr.Row(elem_id="top"):
             # On a phone the columns stack; CSS moves this one below the race (see CSS).
             with gr.Column(scale=1, min_width=260, elem_id="settings"):

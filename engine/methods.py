@@ -15,9 +15,17 @@ from engine.drafters.eagle import EagleDrafter
 from engine.drafters.jacobi import INITS, JacobiDrafter
 from engine.drafters.medusa import MedusaDrafter
 from engine.drafters.sps import SpsDrafter
-from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, Choices, StaticTreeDrafter, check_choices
+from engine.drafters.static_tree import (
+    ANNEALED_CHAIN,
+    EXACT_CHAIN,
+    RELAXED_CHAIN,
+    Choices,
+    StaticTreeDrafter,
+    check_choices,
+)
 from engine.loading.image_model import ImageModel
 from engine.rules.acceptance import ExactRule, Rule, TypicalRule
+from engine.rules.cool_sd import AnnealedRule
 from engine.rules.gsd import GroupedRule, scaled_window
 from engine.rules.lantern import VARIANTS, DeltaBound, RatioBound, lantern_rule
 from engine.rules.neighbours import METRICS
@@ -27,6 +35,7 @@ from engine.rules.neighbours import METRICS
 OPTION_RANGES: dict[str, tuple[str, float, float]] = {
     "delta": ("delta", 0.0, 1.0),
     "lantern_lambda": ("lambda", 1.0, 100.0),
+    "cool_w": ("COOL-SD w", 1.0, 20.0),
     "gamma": ("gamma", 1, 16),
     "window": ("window", 1, 64),
     "gsd_window": ("GSD window", 0, 4096),
@@ -46,6 +55,8 @@ class MethodOptions:
     # LANTERN++'s bound on the credited mass, (lambda - 1) p(x): 5 lets a draft borrow four times its
     # own probability.
     lantern_lambda: float = 5.0
+    # COOL-SD's mean relaxation of p(x) / q(x) over the draft's depths (1: the exact rule).
+    cool_w: float = 2.0
     static_tree: Choices | None = None  # paths of draft ranks; None: each method's own chain
     tree: TreeConfig = field(default_factory=TreeConfig)
     gamma: int = 4  # SpS chain length
@@ -141,6 +152,11 @@ def _lantern_pp(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter
     return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN), _lantern_pp_rule(model, options)
 
 
+def _cool_sd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    choices = options.static_tree or ANNEALED_CHAIN
+    return StaticTreeDrafter(net, choices), AnnealedRule(options.cool_w, max(len(path) for path in choices))
+
+
 def _eagle(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
     return StaticTreeDrafter(net, options.static_tree or EXACT_CHAIN), ExactRule()
 
@@ -194,6 +210,10 @@ METHODS: dict[str, Method] = {
                ("lantern_lambda", *LANTERN_PARAMS, "static_tree"),
                summary="LANTERN on a static chain with the credit bounded by (lambda - 1) p(x) instead of "
                        "delta: a likely draft may borrow more than an unlikely one."),
+        Method("cool_sd", "COOL-SD", False, _cool_sd, "eagle", ("cool_w", "static_tree"),
+               summary="COOL-SD: a static chain of 8 drafts (sampled when sampling), each accepted with "
+                       "min(1, w p(x) / q(x)), w relaxing early depths most and decaying with depth (mean w over "
+                       "the chain): the target's own belief in x is scaled, so a code it rules out is never kept."),
         Method("sps", "SpS", True, _sps, "sps", ("gamma",),
                summary="Standard speculative sampling: a small separate GPT drafts a chain of gamma tokens, "
                        "judged by the exact rule."),

@@ -64,6 +64,22 @@ def test_summary_counts_and_speedup(tiny_eagle):
     assert lantern["drafts_tested"] > 0 and 0 <= lantern["mean_accept_prob"] <= 1
 
 
+def test_each_panels_time_split_adds_up_to_its_decode_time(tiny_eagle):
+    lanes = run_to_end(tiny_eagle, ["vanilla", "eagle2", "lantern"], SamplingConfig(temperature=1.0, seed=4), 2,
+                       OPTIONS)
+    for lane, row in zip(lanes, summary(lanes)):
+        split = row["ms_per_pass"]
+        passes = lane.passes - 1  # after the prefill, whose time is part of `other`
+        assert set(split) == {"draft", "verify", "accept", "other", "wall"}
+        parts = split["draft"] + split["verify"] + split["accept"] + split["other"]
+        assert math.isclose(parts * passes, row["wall_ms"], rel_tol=0.01, abs_tol=0.5)
+        assert math.isclose(split["wall"] * passes, row["wall_ms"], rel_tol=0.01, abs_tol=0.5)
+        assert all(split[part] >= 0 for part in ("draft", "verify", "accept"))
+        assert split["verify"] > 0  # every pass runs the target
+        assert row["speedup_limit"] == row["mean_accepted_length"]
+    assert summary(lanes)[0]["ms_per_pass"]["draft"] < summary(lanes)[1]["ms_per_pass"]["draft"]
+
+
 def test_speedup_needs_a_vanilla_lane(tiny_eagle):
     lanes = run_to_end(tiny_eagle, ["eagle2", "lantern"], SamplingConfig(), 0, OPTIONS)
     assert lane_speedup(lanes[0], lanes) is None

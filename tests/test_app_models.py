@@ -29,6 +29,28 @@ def test_an_official_model_offline_without_files_says_what_to_download(monkeypat
     assert "c2i_B_256.pt" in status and WEIGHTS_DIR_VARIABLE in status
 
 
+def test_without_a_network_an_official_model_is_refused_at_once(monkeypatch):
+    """HF_HUB_OFFLINE unset, and a Hub that refuses connections (a closed local port stands for a
+    machine without network): the refusal comes from the probe, not after the client's retries."""
+    import time
+
+    from huggingface_hub import constants
+
+    from engine.loading import hub
+
+    monkeypatch.delenv(WEIGHTS_DIR_VARIABLE, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(hub, "_last_probe", None)
+    started = time.monotonic()
+    with pytest.raises(gr.Error) as refused:
+        next(handlers.stream_comparison(Runtime(), CompareRequest(model="c2i_B_256", class_name="207")))
+    assert time.monotonic() - started < 10
+    message = str(refused.value)
+    assert ".pt" in message and WEIGHTS_DIR_VARIABLE in message and "unreachable" in message
+    assert hub._last_probe is not None and hub._last_probe[2] is False
+
+
 def test_an_unknown_model_is_named():
     *_, status, _ = handlers.choose_model(Runtime(), "dalle", "smiley", 64, METHODS)
     assert "'dalle'" in status and "allowed: embedded" in status
@@ -95,4 +117,13 @@ def test_official_class_models_take_an_imagenet_name_or_a_menu_entry():
     assert imagenet.choices(1000)[207] == ("207 · Golden Retriever", "207")
     for given in ["Golden Retriever", "golden retriever", " 207 · Golden Retriever", "tabby cat"]:
         assert imagenet.class_index(given, 1000) in ("207", "281")
-    assert "golden retriever" in imagenet.help_text()
+    assert "golden retriever" in imagenet.help_text(imagenet_classes=True)
+
+
+def test_the_class_help_follows_the_selected_model():
+    assert "ImageNet class index (0-999)" in imagenet.help_text(imagenet_classes=True)
+    embedded = imagenet.help_text(imagenet_classes=False)
+    assert embedded.startswith("one of this model's classes")
+    runtime = Runtime()
+    classes, *_ = handlers.choose_model(runtime, "embedded", "smiley", 64, METHODS)
+    assert classes["info"] == embedded and classes["value"] == "smiley"

@@ -128,3 +128,20 @@ def test_four_concurrent_clients_all_complete_and_the_app_stays_up(server):
     seeds = {check_result(result)["request"]["seed"] for result in results.values()}
     assert seeds == {1, 2, 3, 4}
     assert time.perf_counter() - started < 600
+
+
+def test_hub_log_lines_are_printed_once(capfd):
+    import logging
+
+    from app.main import setup_logging
+
+    setup_logging()
+    assert logging.getLogger("huggingface_hub").handlers == []
+    root = logging.getLogger()
+    handler = logging.StreamHandler()
+    root.addHandler(handler)
+    try:
+        logging.getLogger("huggingface_hub.file_download").warning("retrying a download")
+    finally:
+        root.removeHandler(handler)
+    assert capfd.readouterr().err.count("retrying a download") == 1

@@ -61,3 +61,23 @@ def test_importing_the_app_does_not_import_spaces(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                             env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_header_describes_the_shipped_model_from_its_metadata(tmp_path):
+    import shutil
+
+    from app import text
+    from engine.loading.embedded import ASSETS, TARGET_FILE, embedded_metadata
+    from engine.model.weights import update_metadata
+
+    shipped = embedded_metadata()
+    header = text.intro_markdown(shipped)
+    assert f"{len(shipped['class_names'])} emoji categories" in header
+    assert all(name in header for name in shipped["class_names"] + shipped["image_sets"])
+    assert f"{shipped['config']['n_layer']} layers" in header
+    shutil.copy(ASSETS / TARGET_FILE, tmp_path / TARGET_FILE)
+    update_metadata(tmp_path / TARGET_FILE, {"class_names": ["cat", "dog", "owl"], "image_sets": ["Sketches"]})
+    changed = text.intro_markdown(embedded_metadata(tmp_path))
+    assert "3 emoji categories (cat, dog, owl)" in changed and "learnt from Sketches" in changed
+    assert "Twemoji" not in changed
+    assert "LANTERN Explorer" in text.intro_markdown(embedded_metadata(tmp_path / "missing"))

@@ -49,8 +49,9 @@ def test_one_image_is_measured_without_a_covariance(tiny_model):
     results = summarise(tiny_model, runs, sampling, ["vanilla", "sjd"], tiny_classifier())
     assert results["sjd"]["fid_proxy"] is None and results["sjd"]["class_accuracy"] in (0.0, 1.0)
     row = format_table(results).splitlines()[-1].split()
-    # fid_proxy and its interval, before the log p gap, its interval, H and = vanilla
-    assert row[0] == "sjd" and row[-6] == row[-5] == "-"
+    # fid_proxy and its interval, before the log p gap, its interval, the low-p share, its interval,
+    # H and = vanilla
+    assert row[0] == "sjd" and row[-8] == row[-7] == "-"
     assert json.loads(json.dumps(results))["sjd"]["fid_proxy_ci"] is None
 
 
@@ -139,17 +140,22 @@ def test_target_logp_is_the_guided_log_probability_of_each_token(tiny_model):
     import numpy as np
 
     from engine.core.sampling import combine_cfg
-    from engine.evaluation.quality import target_logp
+    from engine.evaluation.quality import low_p_shares, target_logp, target_token_logp
 
     target = tiny_model.target
     tokens = np.random.default_rng(0).integers(0, TINY_GPT.vocab_size, (2, TINY_GPT.num_image_tokens))
-    scores = target_logp(target, tokens, np.array([0, 2]), cfg_scale=3.0)
+    token_logp = target_token_logp(target, tokens, np.array([0, 2]), cfg_scale=3.0)
+    scores = target_logp(token_logp)
     with torch.no_grad():  # one image, one prefix at a time
         t = torch.from_numpy(tokens[1]).long()[None]
         rows = torch.stack([target.training_logits(torch.tensor([2]), t),
                             target.training_logits(torch.tensor([target.null_class]), t)])
         expected = combine_cfg(rows, 3.0).log_softmax(-1)[0, torch.arange(t.shape[1]), t[0]].mean()
     assert scores.shape == (2,) and math.isclose(scores[1], float(expected), rel_tol=1e-5)
+    # The low-p share counts exactly the tokens below the threshold, image by image.
+    threshold = float(np.exp(np.median(token_logp)))
+    assert np.allclose(low_p_shares(token_logp, threshold), (token_logp < np.log(threshold)).mean(-1))
+    assert np.all(low_p_shares(token_logp, 1.0) == 1.0) and np.all(low_p_shares(token_logp, 1e-300) == 0.0)
 
 
 def test_quality_intervals():

@@ -17,8 +17,17 @@ import numpy as np
 from engine.commands.generate import Generation, generate
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.core.trace import mean_accepted_length
-from engine.evaluation.quality import fid_interval, load_classifier, mean_interval, measure, share_interval, target_logp
-from engine.evaluation.speed import BASELINE, median_speedup
+from engine.evaluation.quality import (
+    fid_interval,
+    load_classifier,
+    low_p_shares,
+    mean_interval,
+    measure,
+    share_interval,
+    target_logp,
+    target_token_logp,
+)
+from engine.evaluation.speed import BASELINE, median_speedup, pass_split
 from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
 
@@ -57,14 +66,8 @@ def speedup(baseline: list[Generation], gens: list[Generation]) -> float:
 
 
 def step_costs(gens: list[Generation]) -> dict[str, float]:
-    """Mean ms per target pass after the prefill: the draft, verify and accept timers, and `other`,
-    the rest of the wall time (prefill, setup, cache bookkeeping, traces) spread over the same steps."""
-    decoding = [t for g in gens for t in g.traces[1:]]
-    steps = max(1, len(decoding))
-    parts = {part: sum(getattr(t, f"{part}_ms") for t in decoding) / steps
-             for part in ("draft", "verify", "accept")}
-    wall = sum(g.wall_ms for g in gens) / steps
-    return {**parts, "other": wall - sum(parts.values()), "wall": wall}
+    """engine.evaluation.speed's split of a pass over every pass after the prefill of `gens`."""
+    return pass_split([t for g in gens for t in g.traces[1:]], sum(g.wall_ms for g in gens))
 
 
 def _timing(repeats: list[dict[str, list[Generation]]], name: str) -> dict:
@@ -96,10 +99,11 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
     measured = [m for m in runs if m in requested]
     if progress is not None:
         progress.reset(total=sum(len(gens) for gens in runs.values()) + sum(len(runs[m]) for m in measured))
-    logp = {}
+    logp, low_p = {}, {}
     for name, gens in runs.items():
-        logp[name] = target_logp(model.target, np.stack([g.tokens for g in gens]),
-                                 np.array([g.class_id for g in gens]), sampling.cfg_scale)  # (n,)
+        token_logp = target_token_logp(model.target, np.stack([g.tokens for g in gens]),
+                                       np.array([g.class_id for g in gens]), sampling.cfg_scale)  # (n, N)
+        logp[name], low_p[name] = target_logp(token_logp), low_p_shares(token_logp)  # (n,) each
         if progress is not None:
             progress.update(len(gens))
     results = {}
@@ -130,6 +134,10 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
             "logp": float(logp[name].mean()),
             "logp_gap": float((logp[name] - logp[BASELINE]).mean()),
             "logp_gap_ci": mean_interval(logp[name] - logp[BASELINE]),
+            # Specks: the share of tokens the target gives p < LOW_P, with a normal interval over the
+            # per-image shares (tokens of one image are not independent draws; images are).
+            "low_p_share": float(low_p[name].mean()),
+            "low_p_share_ci": mean_interval(low_p[name]),
             "mean_entropy_bits": float(np.mean(entropies)),
             "matches_vanilla_greedy": (
                 all(np.array_equal(b.tokens, g.tokens) for b, g in zip(baseline, gens))
@@ -157,7 +165,7 @@ def format_table(results: dict[str, dict]) -> str:
     header = (f"{'method':<{width}}{'speed-up':>9}{'[min-max]':>13}{'MAL':>7}{'sp/MAL':>8}{'accept p':>10}"
               f"{'ms/image':>10}{'ms/step':>9}{'draft':>7}{'verify':>7}{'accept':>7}{'other':>7}"
               f"{'forwards':>10}{'class acc':>10}{'[95% CI]':>13}{'fid_proxy':>10}{'[95% CI]':>15}"
-              f"{'logp gap':>9}{'[95% CI]':>16}"
+              f"{'logp gap':>9}{'[95% CI]':>16}{'low p':>7}{'[95% CI]':>15}"
               f"{'H bits':>8}{'= vanilla':>10}")
     lines = [header, "-" * len(header)]
     for name, r in results.items():
@@ -172,5 +180,7 @@ def format_table(results: dict[str, dict]) -> str:
                      f"{step['verify']:>7.2f}{step['accept']:>7.2f}{step['other']:>7.2f}"
                      f"{r['target_forwards_per_image']:>10.1f}{r['class_accuracy']:>10.3f}"
                      f"{_interval(r['class_accuracy_ci'], 2):>13}{fid:>10}{fid_ci:>15}{r['logp_gap']:>9.3f}"
-                     f"{_interval(r['logp_gap_ci'], 3):>16}{r['mean_entropy_bits']:>8.2f}{same:>10}")
+                     f"{_interval(r['logp_gap_ci'], 3):>16}{r['low_p_share']:>7.3f}"
+                     f"{_interval(r['low_p_share_ci'], 3):>15}"
+                     f"{r['mean_entropy_bits']:>8.2f}{same:>10}")
     return "\n".join(lines)

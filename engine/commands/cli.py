@@ -52,6 +52,8 @@ def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
                         help="official: LANTERN's code; paper: the relaxed distribution with A removed")
     parser.add_argument("--lantern-lambda", type=float, default=MethodOptions.lantern_lambda,
                         help="LANTERN++: credited mass at most (lambda - 1) p(x)")
+    parser.add_argument("--cool-w", type=float, default=MethodOptions.cool_w,
+                        help="COOL-SD: mean of the annealed weights w in min(1, w p(x) / q(x)); 1 = exact")
     parser.add_argument("--static-tree", default=None,
                         help="the static tree (eagle, lantern_static, lantern_pp): rank paths, e.g. "
                              "'0 1 0.0 0.1 0.0.0'; default: a chain, 16 deep for LANTERN's rules, 6 for EAGLE")
@@ -83,6 +85,7 @@ def _options(args) -> MethodOptions:
                          tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens, args.tree_score,
                                          args.tree_min_score),
                          lantern_variant=args.lantern_variant, lantern_lambda=args.lantern_lambda,
+                         cool_w=args.cool_w,
                          static_tree=None if args.static_tree is None else parse_choices(args.static_tree),
                          sjd_init=args.sjd_init,
                          gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)
@@ -140,6 +143,7 @@ def cmd_bench(args) -> None:
                   "temperature": sampling.temperature, "cfg": sampling.cfg_scale, "top_k": sampling.top_k,
                   "top_p": sampling.top_p, "seed": sampling.seed, "delta": options.delta, "k": options.k,
                   "lantern_variant": options.lantern_variant, "lantern_lambda": options.lantern_lambda,
+                  "cool_w": options.cool_w,
                   "static_tree": None if options.static_tree is None else [list(c) for c in options.static_tree],
                   "sjd_init": options.sjd_init,
                   "gsd": {"window": options.gsd_window, "p_gap": options.gsd_p_gap,

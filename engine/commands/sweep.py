@@ -12,7 +12,8 @@ from engine.methods import MethodOptions
 
 # What each sweep point keeps of its benchmark result.
 SWEEP_FIELDS = ("speedup", "speedup_min", "speedup_max", "mal", "mean_accept_prob", "class_accuracy",
-                "class_accuracy_ci", "fid_proxy", "fid_proxy_ci", "logp_gap", "logp_gap_ci")
+                "class_accuracy_ci", "fid_proxy", "fid_proxy_ci", "logp_gap", "logp_gap_ci", "low_p_share",
+                "low_p_share_ci")
 
 
 def parse_grid(text: str, cast) -> list:

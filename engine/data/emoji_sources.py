@@ -59,6 +59,7 @@ NOTO_V1 = Package("Noto Emoji (v1)", "@iconify-json/noto-v1", "1.2.5",
                   "2bf62c26c2c2884aa99e90aec942cdaee17a5921f05690694f4978ad4b017c37", "Apache-2.0")
 ICONIFY_SETS = (FLUENT, FLUENT_COLOUR, EMOJI_ONE, NOTO_V1)  # SVG sets named by Fluent flat's slugs
 PACKAGES = (TWEMOJI, NOTO, *ICONIFY_SETS)
+IMAGE_SETS = tuple(package.style for package in PACKAGES)  # what a trained target's metadata names
 
 
 @dataclass(frozen=True)

@@ -95,14 +95,14 @@ def mean_interval(values: np.ndarray, z: float = 1.96) -> tuple[float, float]:
     return mean - half, mean + half
 
 
-@torch.no_grad()
-def target_logp(target, tokens: np.ndarray, class_ids: np.ndarray, cfg_scale: float,
-                batch: int = 16) -> np.ndarray:
-    """Per image (n,), the target's mean log-probability per token of `tokens` (n, N), teacher-forced
-    under the CFG-guided distribution at temperature 1: how likely the model finds what a method drew.
+LOW_P = 1e-4  # a token the target gives less than this is one it would almost never draw itself
 
-    A lossless method's images score like vanilla's on average; a relaxed rule that keeps less likely
-    tokens scores lower, even where a classifier still recognises the picture."""
+
+@torch.no_grad()
+def target_token_logp(target, tokens: np.ndarray, class_ids: np.ndarray, cfg_scale: float,
+                      batch: int = 16) -> np.ndarray:
+    """Per token (n, N), the target's log-probability of `tokens` (n, N), teacher-forced under the
+    CFG-guided distribution at temperature 1: how likely the model finds what a method drew."""
     scores = []
     for start in range(0, len(tokens), batch):
         t = torch.from_numpy(tokens[start:start + batch]).long()  # (b, N)
@@ -110,5 +110,19 @@ def target_logp(target, tokens: np.ndarray, class_ids: np.ndarray, cfg_scale: fl
         rows = torch.stack([target.training_logits(labels, t).float(),
                             target.training_logits(torch.full_like(labels, target.null_class), t).float()])
         guided = combine_cfg(rows, cfg_scale)  # (b, N, V)
-        scores.append(guided.log_softmax(-1).gather(-1, t[..., None]).squeeze(-1).mean(-1))  # (b,)
+        scores.append(guided.log_softmax(-1).gather(-1, t[..., None]).squeeze(-1))  # (b, N)
     return torch.cat(scores).numpy()
+
+
+def target_logp(token_logp: np.ndarray) -> np.ndarray:
+    """Per image (n,), the mean log-probability per token of `target_token_logp`'s (n, N).
+
+    A lossless method's images score like vanilla's on average; a relaxed rule that keeps less likely
+    tokens scores lower, even where a classifier still recognises the picture."""
+    return token_logp.mean(-1)
+
+
+def low_p_shares(token_logp: np.ndarray, threshold: float = LOW_P) -> np.ndarray:
+    """Per image (n,), the share of its tokens to which the target gives probability below
+    `threshold`: the odd-coloured specks a relaxed rule lets in, which vanilla rarely draws."""
+    return (token_logp < np.log(threshold)).mean(-1)

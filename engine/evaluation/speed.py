@@ -7,7 +7,9 @@ load drifting during a run affects both sides of each ratio alike.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+
+from engine.core.trace import StepTrace
 
 BASELINE = "vanilla"  # the method every speed-up is measured against
 
@@ -20,3 +22,16 @@ def speedup(baseline_ms: float, method_ms: float) -> float:
 def median_speedup(pairs: Iterable[tuple[float, float]]) -> float:
     """The median over images of speedup(vanilla's ms, the method's ms)."""
     return statistics.median(speedup(baseline, method) for baseline, method in pairs)
+
+
+PASS_PARTS = ("draft", "verify", "accept")  # the timers every StepTrace carries
+
+
+def pass_split(steps: Sequence[StepTrace], wall_ms: float) -> dict[str, float]:
+    """Mean ms per target pass over `steps`: the draft, verify and accept timers, and `other`, the
+    rest of `wall_ms` (prefill, setup, cache bookkeeping, traces) spread over the same passes, so
+    that the parts times the passes add up to `wall_ms`. `wall` is their sum."""
+    passes = max(1, len(steps))
+    parts = {part: sum(getattr(t, f"{part}_ms") for t in steps) / passes for part in PASS_PARTS}
+    wall = wall_ms / passes
+    return {**parts, "other": wall - sum(parts.values()), "wall": wall}

@@ -19,7 +19,7 @@ from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.loading.image_model import ImageModel
 from engine.model.gpt import GPT, GPTConfig
 from engine.model.tokenizer import VQConfig, VQModel
-from engine.model.weights import load_module
+from engine.model.weights import WeightsError, load_module, read_metadata
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
@@ -47,6 +47,16 @@ def load_held_out_sample(assets: Path = ASSETS) -> tuple[np.ndarray, np.ndarray]
     """Held-out images (N, 64, 64, 3) uint8 and their class ids (N,)."""
     with np.load(assets / HELD_OUT_SAMPLE_FILE) as data:
         return data["images"], data["labels"]
+
+
+def embedded_metadata(assets: Path = ASSETS) -> dict:
+    """What the shipped target says of itself (config, class names, image sets, training), read from
+    its file's header without loading it; empty when the file is missing or unreadable (loading it
+    then reports why)."""
+    try:
+        return read_metadata(assets / TARGET_FILE)
+    except WeightsError:
+        return {}
 
 
 def load_embedded_tokenizer(assets: Path = ASSETS) -> VQModel:

@@ -39,6 +39,14 @@ def save_model(model: torch.nn.Module, path: Path, config: Any, extra: dict | No
     save_file(tensors, str(path), metadata=metadata)
 
 
+def update_metadata(path: Path, extra: dict[str, Any]) -> None:
+    """Add `extra` to a weight file's metadata (replacing keys it names); its tensors are untouched."""
+    metadata = {k: json.dumps(v) for k, v in {**read_metadata(path), **extra}.items()}
+    partial = path.with_suffix(".partial")
+    save_file(load_file(str(path)), str(partial), metadata=metadata)
+    partial.replace(path)
+
+
 def read_metadata(path: Path) -> dict[str, Any]:
     _check_exists(path)
     try:

@@ -77,6 +77,11 @@ class BoundRule:
         residual = p if accepted else exact_residual(judged, token, q_dist)
         return Verdict(token, prob, accepted, token_prob=float(p[token]), residual=residual, **seen)
 
+    def at_depth(self, depth: int) -> BoundRule:
+        """The rule that judges drafts at `depth` (1: the root's children). Most rules judge every
+        depth alike; an annealed one (COOL-SD) relaxes early depths more than late ones."""
+        return self
+
     def walk(self, tree: DraftTree, probs: np.ndarray, uniforms: np.ndarray) -> WalkResult:
         """Decide the tree: the accepted path, then the next token where it ends. By default each
         node's children are tried in turn, each on what the earlier ones' rejections left."""

@@ -32,12 +32,15 @@ def siblings_in_turn(tree: DraftTree, probs: np.ndarray, rule: BoundRule, unifor
     children = tree.children()
     tokens = tree.tokens.tolist()
     q_dists = tree.q_dists.cpu().numpy() if tree.q_dists is not None else None
-    node, accepted, verdicts, draws = 0, [], [], 0
+    node, draws = 0, 0
+    accepted: list[int] = []
+    verdicts: list[Verdict] = []
     while True:
         residual = probs[node]
         moved_on = False
+        judge = rule.at_depth(len(accepted) + 1)  # the children's depth in the draft
         for child in children[node]:
-            verdict = rule.test(residual, tokens[child], None if q_dists is None else q_dists[child], uniforms[draws])
+            verdict = judge.test(residual, tokens[child], None if q_dists is None else q_dists[child], uniforms[draws])
             draws += 1
             residual = residual if verdict.accepted else verdict.residual
             verdicts.append(_recorded(verdict, child))

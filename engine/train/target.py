@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.data.dataset import CLASS_NAMES, to_tensor_range
+from engine.data.emoji_sources import IMAGE_SETS
 from engine.loading.embedded import (
     ASSETS,
     SPS_DRAFT,
@@ -106,10 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     gen = torch.Generator().manual_seed(args.seed)
     codes, labels = cached_codes(args.data_dir, args.assets)
     held_codes, held_labels = (a[:1024] for a in cached_codes(args.data_dir, args.assets, "held_out", HELD_OUT_DRAWS))
-    model, start, curve = GPT(config), 0, []
+    # Weights given by --init carry their own shape (a deepened target has more layers than TARGET).
+    model = GPT(config) if args.init is None else load_module(args.init, type(config), GPT)
+    start, curve = 0, []
     resuming = (run_dir / "checkpoint.pt").exists()
     if args.init is not None and not resuming:
-        model = load_module(args.init, type(config), GPT)
         start = int(read_metadata(args.init).get("trained_steps", 0))
         log.info("starting from %s at step %d", args.init, start)
     held_out_set = digest(held_codes.tobytes())
@@ -143,9 +145,10 @@ def main(argv: list[str] | None = None) -> None:
     def save(step: int) -> None:
         # Written beside and renamed, so a run stopped mid-write leaves the last weights whole.
         partial = out.with_suffix(".partial")
-        save_model(model, partial, config=config, extra={"trained_steps": step, "held_out_curve": curve,
+        save_model(model, partial, config=model.cfg, extra={"trained_steps": step, "held_out_curve": curve,
                                                                     "held_out_set": held_out_set,
-                                                                    "class_names": CLASS_NAMES},
+                                                                    "class_names": CLASS_NAMES,
+                                                                    "image_sets": IMAGE_SETS},
                    param_dtype=STORED_DTYPE)
         partial.replace(out)
 

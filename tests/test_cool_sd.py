@@ -1,0 +1,84 @@
+"""COOL-SD's annealed rule: exact at w = 1, its output distribution as derived, TV growing with w.
+
+The statistical checks follow tests/test_acceptance.py: 20,000 draws of the first token of a sampled
+chain, a tolerance of 0.016 per token (about five standard errors).
+"""
+import numpy as np
+import pytest
+import torch
+
+from engine.core.tree import DraftTree
+from engine.rules.acceptance import ExactRule
+from engine.rules.cool_sd import AnnealedRule, annealed_weights, one_step_output
+from tests.test_acceptance import GREEDY, SAMPLING, TOLERANCE, P, empirical, first_token
+
+Q = np.array([0.05, 0.05, 0.4, 0.1, 0.1, 0.1, 0.1, 0.1])  # a drafter that likes code 2 more than p does
+
+
+def sampled_first_token(rule, gen: torch.Generator) -> int:
+    x = int(torch.multinomial(torch.from_numpy(Q), 1, generator=gen))
+    tree = DraftTree.chain(torch.tensor([0, x]), torch.tensor([1.0, Q[x]], dtype=torch.float64),
+                           torch.from_numpy(np.stack([Q, Q])))
+    return first_token(tree, np.stack([P, P]), rule, torch.rand(3, generator=gen, dtype=torch.float64).numpy())
+
+
+def test_weights_decay_with_depth_stay_at_least_one_and_average_the_knob():
+    weights = annealed_weights(3.0, 8)
+    assert np.all(np.diff(weights) < 0) and weights.min() >= 1.0
+    assert weights.mean() == pytest.approx(3.0)
+    assert np.allclose((weights[1:] - 1) / (weights[:-1] - 1), np.exp(-0.7))
+    assert np.all(annealed_weights(1.0, 8) == 1.0)
+    with pytest.raises(ValueError, match="at least 1"):
+        annealed_weights(0.5, 8)
+
+
+def test_w_one_makes_the_exact_rules_decisions():
+    exact, cool = ExactRule(), AnnealedRule(1.0, 8)
+    rng = np.random.default_rng(0)
+    for mode in (SAMPLING, GREEDY):
+        for depth in (1, 3, 8):
+            for _ in range(100):
+                p, q = rng.dirichlet(np.ones(len(P))), rng.dirichlet(np.ones(len(P)))
+                token, u = int(rng.integers(len(P))), float(rng.random())
+                a = exact.bind(mode).test(p, token, q, u)
+                b = cool.bind(mode).at_depth(depth).test(p, token, q, u)
+                assert (a.accepted, a.accept_prob) == (b.accepted, b.accept_prob)
+                np.testing.assert_array_equal(a.residual, b.residual)
+
+
+def test_w_one_samples_the_target():
+    assert np.abs(empirical(lambda g: sampled_first_token(AnnealedRule(1.0, 8), g)) - P).max() < TOLERANCE
+
+
+@pytest.mark.parametrize("strength", [1.5, 3.0])
+def test_output_follows_the_derived_distribution(strength):
+    rule = AnnealedRule(strength, 8)
+    expected = one_step_output(P, Q, float(rule.weights[0]))  # the first drafted token: depth 1
+    freq = empirical(lambda g: sampled_first_token(rule, g))
+    assert np.abs(freq - expected).max() < TOLERANCE
+
+
+def test_tv_distance_to_the_target_grows_with_w_and_is_zero_at_one():
+    distances = [0.5 * np.abs(one_step_output(P, Q, w) - P).sum() for w in (1.0, 1.5, 2.0, 4.0, 8.0)]
+    assert distances[0] == pytest.approx(0.0, abs=1e-12)
+    assert all(b > a for a, b in zip(distances, distances[1:]))
+    # A relaxation can move no more than the mass it adds to accepted drafts: sum min(q, w p) - min(q, p).
+    for w, distance in zip((1.0, 1.5, 2.0, 4.0, 8.0), distances):
+        assert distance <= (np.minimum(Q, w * P) - np.minimum(Q, P)).sum() + 1e-12
+
+
+def test_a_token_the_target_rules_out_is_never_accepted():
+    p = P.copy()
+    p[2] = 0.0
+    p /= p.sum()
+    verdict = AnnealedRule(20.0, 8).bind(SAMPLING).test(p, 2, Q, 0.0)
+    assert not verdict.accepted and verdict.accept_prob == 0.0
+
+
+def test_greedy_accepts_a_draft_within_a_factor_w_of_the_argmax():
+    rule = AnnealedRule(2.0, 8).bind(GREEDY)
+    w1 = float(rule.at_depth(1).weight)
+    near = 1  # p = 0.22 against the argmax's 0.30
+    assert (w1 * P[near] >= P.max()) == rule.at_depth(1).test(P, near, None, 0.0).accepted
+    assert rule.at_depth(1).test(P, near, None, 0.0).accepted  # w_1 is well above 0.30 / 0.22
+    assert not rule.at_depth(8).test(P, len(P) - 1, None, 0.0).accepted  # 0.01 is far below, late in the draft
