@@ -79,7 +79,9 @@ def method_controls() -> dict[str, gr.components.Component]:
          "model": gr.Dropdown(list(MODEL_CHOICES), value=DEFAULTS.model, label="Model", elem_id="model-choice",
                               allow_custom_value=True,
                               info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub")}
-    with gr.Accordion(f"Draft tree ({_used_by('tree')})", open=False):
+    # The rarely changed settings of particular methods, folded together under one heading.
+    with gr.Accordion("More settings", open=False):
+        gr.Markdown(f"**Draft tree** ({_used_by('tree')})")
         c["tree_depth"] = Slider(*TREE_DEPTH_RANGE, value=DEFAULTS.tree_depth, step=1, label="Depth")
         c["tree_top_k"] = Slider(*TREE_TOP_K_RANGE, value=DEFAULTS.tree_top_k, step=1,
                                  label="Children per node (top-k)")
@@ -91,7 +93,7 @@ def method_controls() -> dict[str, gr.components.Component]:
         c["tree_min_score"] = Slider(0.0, 0.95, value=DEFAULTS.tree_min_score, step=0.05,
                                      label="Expand nodes scoring at least",
                                      info="0 drafts every level; higher spares drafter calls")
-    with gr.Accordion("LANTERN++: lambda and the static tree", open=False):
+        gr.Markdown("**LANTERN++: lambda and the static tree**")
         c["lantern_lambda"] = Slider(*option_range("lantern_lambda"), value=DEFAULTS.lantern_lambda, step=0.1,
                                      label="lambda", elem_id="lambda-slider",
                                      info="a draft x may borrow up to (lambda - 1) p(x) from its neighbours")
@@ -99,11 +101,11 @@ def method_controls() -> dict[str, gr.components.Component]:
                                       placeholder="each method's own chain: 16 deep for LANTERN's rules, 6 for EAGLE",
                                       info="paths of draft ranks, levels joined by dots: 0.1 is the second-best "
                                            f"child of the best ({_used_by('static_tree')})")
-    with gr.Accordion(f"COOL-SD: w ({_used_by('cool_w')})", open=False):
+        gr.Markdown(f"**COOL-SD** ({_used_by('cool_w')})")
         c["cool_w"] = Slider(*option_range("cool_w"), value=DEFAULTS.cool_w, step=0.1, label="w",
                              elem_id="cool-w-slider",
                              info="mean weight in min(1, w p(x) / q(x)), largest at the first depth; 1 = exact")
-    with gr.Accordion(f"Jacobi methods ({_used_by('sjd_init')})", open=False):
+        gr.Markdown(f"**Jacobi methods** ({_used_by('sjd_init')})")
         c["sjd_init"] = gr.Dropdown(list(INITS), value=DEFAULTS.sjd_init, label="Initialisation",
                                     allow_custom_value=True,
                                     elem_id="sjd-init", info="the first guess at a position: random, or a copy of "
@@ -143,16 +145,24 @@ class Panels:
 def racing_panels() -> Panels:
     choices = [(method.title, name) for name, method in METHODS.items()]
     panels = Panels([], [], [], [])
-    with gr.Row(equal_height=False, elem_id="panels"):
+    # The menus have a row of their own, above the panels' columns: on a phone, where the panels stay
+    # side by side and narrow, the menus stack at full width so that every method's name shows whole.
+    with gr.Row(elem_id="panel-methods"):
         for index in range(PANELS):
             with gr.Column(min_width=220):
                 panels.methods.append(gr.Dropdown(choices, value=DEFAULTS.methods[index], allow_custom_value=True,
                                                   label=f"Panel {index + 1} method", elem_id=f"method-{index}"))
-                panels.images.append(gr.Image(label="Image · click a token", type="numpy", format="png",
-                                              interactive=False, height=DISPLAY, elem_classes="panel-image",
-                                              elem_id=f"image-{index}", buttons=["download"]))
+    with gr.Row(equal_height=False, elem_id="panels"):
+        for index in range(PANELS):
+            with gr.Column(min_width=220):
+                # Labels would float over the pictures: the legend under the panels names them. The
+                # counters, whose descriptions differ in length, come last so that the maps line up.
+                panels.images.append(gr.Image(label="Image · click a token", show_label=False, type="numpy",
+                                              format="png", interactive=False, height=DISPLAY,
+                                              elem_classes="panel-image", elem_id=f"image-{index}",
+                                              buttons=["download"]))
+                panels.maps.append(gr.Image(label="Acceptance map", show_label=False, type="numpy", format="png",
+                                            interactive=False, height=DISPLAY, elem_classes="map-image",
+                                            elem_id=f"map-{index}", buttons=[]))
                 panels.counters.append(gr.HTML(text.waiting_html("Press Run to start."), elem_id=f"stats-{index}"))
-                panels.maps.append(gr.Image(label="Acceptance map", type="numpy", format="png", interactive=False,
-                                            height=DISPLAY, elem_classes="map-image", elem_id=f"map-{index}",
-                                            buttons=[]))
     return panels

@@ -229,9 +229,9 @@ def tradeoff(delta: float, k: int, temperature: float, methods: list[str]) -> tu
     caption = (f"**{METHODS[method].title}, {mode}** (temperature {config.get('temperature', 0):g}, CFG "
                f"{config.get('cfg', 4):g}): speed-up against quality for delta {deltas} and k {ks}; each point "
                f"is {config.get('n_images', '?')} images (seed {config.get('seed', 0)}) against vanilla on the same "
-               "images. Bars: 95 % intervals (class accuracy: Wilson; log p: mean of per-image differences). "
-               "Ringed: the sweep point nearest the sliders.")
-    title = f"{METHODS[method].title}, {mode}: speed-up against quality (marker size grows with k)"
+               "images. Bars: 95 % intervals (class accuracy: Wilson; log p: mean of per-image differences).")
+    # Short enough for a phone's chart; the caption below it says the rest.
+    title = f"{METHODS[method].title}, {mode}<br><sup>speed-up against quality; size: k</sup>"
     return plots.tradeoff_figure(points, float(delta), int(k), title), caption
 
 

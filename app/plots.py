@@ -14,11 +14,16 @@ MAX_TICKS = 8  # per axis of the accepted-length plot: more crowd a third of the
 ACCEPTED, REJECTED, UNTESTED, ROOT = "#2ec478", "#e5484d", "#c9ced8", "#6b7a99"
 
 
+def _has_legend(fig: go.Figure) -> bool:
+    return any(trace.showlegend is not False for trace in fig.data)
+
+
 def _layout(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
+    # The legend goes under the axes: beside the title it would cover it on a phone's narrow chart.
     fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=height,
-                      margin=dict(l=48, r=16, t=64, b=40), template="plotly_white",
+                      margin=dict(l=48, r=16, t=48, b=110 if _has_legend(fig) else 48), template="plotly_white",
                       paper_bgcolor="rgba(0,0,0,0)",
-                      legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom"))
+                      legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0.0, yanchor="bottom"))
     return fig
 
 
@@ -36,7 +41,7 @@ def accepted_length_figure(series: Sequence[tuple[str, Sequence[int]]], step: in
     fig.update_xaxes(title_text="target pass (after the prefill)", nticks=MAX_TICKS)
     # Whole tokens only, and no more ticks than MAX_TICKS however long the accepted runs get.
     fig.update_yaxes(title_text="tokens produced", rangemode="tozero", dtick=-(-longest // MAX_TICKS) or 1)
-    return _layout(fig, "Accepted length per step")
+    return _layout(fig, "Accepted length per step", height=320)
 
 
 def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | None = None,
@@ -71,9 +76,10 @@ def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | Non
                 dict(size=16, symbol="star", color=ACCEPTED, line=dict(color="#114", width=1)))
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False, scaleanchor="x")
-    fig = _layout(fig, f"VQ codebook ({projection})", height=420)
+    fig = _layout(fig, f"VQ codebook ({projection})", height=360)
     # Up to five entries: below the plot they never run into the title.
-    return fig.update_layout(legend=dict(x=0, xanchor="left", y=0, yanchor="top"), margin=dict(b=90))
+    return fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", yref="paper", y=0, yanchor="top"),
+                             margin=dict(b=90))
 
 
 def _points(fig: go.Figure, coords: np.ndarray, tokens: np.ndarray, name: str, marker: dict,
@@ -127,7 +133,7 @@ def tree_figure(trace: StepTrace, highlight: Sequence[int] = ()) -> go.Figure:
                              textposition="middle right", textfont=dict(size=9), hovertext=text, hoverinfo="text"))
     fig.update_xaxes(title_text="depth", dtick=-(-deepest // MAX_TICKS) or 1, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False, showgrid=False)
-    return _layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=340)
+    return _layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=240)
 
 
 # The quality axes of the trade-off chart: the value, its interval where the sweep has one, the axis title.
@@ -147,30 +153,38 @@ def tradeoff_figure(points: Sequence[dict], delta: float, k: int, title: str = "
     them, the current slider setting ringed."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14)
+    # One quality measure above the other: side by side, their axis titles collide on a phone.
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.16)
     ks = sorted({int(p["k"]) for p in points})
     current = nearest_point(points, delta, k)
-    for col, (key, interval, name) in enumerate(QUALITY_AXES, start=1):
+    for row, (key, interval, name) in enumerate(QUALITY_AXES, start=1):
         shown = [p for p in points if p.get(key) is not None]
         labels = [f"delta {p['delta']:g}, k {p['k']}: {p['speedup']:.2f}x, MAL {p['mal']:.2f}, {name} {p[key]:.3f}"
                   for p in shown]
         fig.add_trace(go.Scatter(
             x=[p["speedup"] for p in shown], y=[p[key] for p in shown], mode="markers",
-            error_y=_error_bars(shown, key, interval), text=labels, hoverinfo="text", showlegend=col == 1,
+            error_y=_error_bars(shown, key, interval), text=labels, hoverinfo="text", showlegend=row == 1,
             name="sweep point", marker=dict(size=[8 + 3 * ks.index(int(p["k"])) for p in shown],
                                             color=[p["delta"] for p in shown], colorscale="Viridis", cmin=0,
-                                            colorbar=dict(title="delta", x=1.02) if col == 2 else None,
-                                            line=dict(color="#333", width=0.5))), row=1, col=col)
+                                            colorbar=dict(title="delta", len=0.45, y=0.78) if row == 1 else None,
+                                            line=dict(color="#333", width=0.5))), row=row, col=1)
         if current is not None and current.get(key) is not None:
             fig.add_trace(go.Scatter(
-                x=[current["speedup"]], y=[current[key]], mode="markers", showlegend=col == 1,
-                name=f"current setting (delta {current['delta']:g}, k {current['k']})", hoverinfo="skip",
+                x=[current["speedup"]], y=[current[key]], mode="markers", showlegend=row == 1,
+                name=ringed_label(current, delta, k), hoverinfo="skip",
                 marker=dict(size=22, symbol="circle-open", color="#e5484d", line=dict(width=3))),
-                row=1, col=col)
-        fig.update_xaxes(title_text="speed-up vs vanilla", row=1, col=col)
-        fig.update_yaxes(title_text=name, row=1, col=col)
-    return _layout(fig, title or "Speed-up against quality across delta and k (marker size grows with k)",
-                   height=360)
+                row=row, col=1)
+        fig.update_xaxes(title_text="speed-up vs vanilla" if row == 2 else None, row=row, col=1)
+        fig.update_yaxes(title_text=name, row=row, col=1)
+    return _layout(fig, title or "Speed-up against quality (size: k)", height=440)
+
+
+def ringed_label(point: dict, delta: float, k: int) -> str:
+    """What the ring marks: the sliders' own setting when the sweep measured it, else the nearest
+    point the sweep has, with the sliders' values beside it."""
+    if np.isclose(point["delta"], delta) and int(point["k"]) == int(k):
+        return f"your setting (delta {delta:g}, k {k}), as measured"
+    return f"measured point nearest your setting: delta {point['delta']:g}, k {point['k']} (sliders: {delta:g}, {k})"
 
 
 def nearest_point(points: Sequence[dict], delta: float, k: int) -> dict | None:

@@ -110,7 +110,7 @@ def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbour
         lines.append("\nNo draft reached this position (the draft tree ended before it, or the method drafts "
                      "nothing), so the target drew it itself: the pass's bonus token.")
         return "\n".join(lines)
-    lines += ["", "| draft x | p(x) | accept | | credited with x (LANTERN's A \\ {x}, GSD's group): code (target p) |",
+    lines += ["", "| draft x | p(x) | accept | | credited with x (A \\ {x} or group): code (p) |",
               "|---|---|---|---|---|"]
     for cand in detail.candidates:
         used = ", ".join(f"{t} ({m:.3f})" for t, m in zip(cand.neighbours[:5], cand.neighbour_mass[:5]))
@@ -123,12 +123,12 @@ def detail_markdown(title: str, detail: TokenDetail | None, grid: int, neighbour
     if neighbours is not None:
         probs = detail.candidates[0].latent_probs
         if len(probs) == len(neighbours):
-            shown = ", ".join(f"{int(t)} ({q:.3f})" for t, q in zip(neighbours[:12], probs[:12]))
+            shown = ", ".join(f"{int(t)} ({q:.3f})" for t, q in zip(neighbours[:8], probs[:8]))
             total = f" (Target p in brackets; together they hold {probs.sum():.3f}.)"
         else:
-            shown, total = ", ".join(str(int(t)) for t in neighbours[:12]), ""
+            shown, total = ", ".join(str(int(t)) for t in neighbours[:8]), ""
         lines.append(f"\nThe {len(neighbours)} nearest codes of draft {detail.drafted} (k = {request.k}), nearest "
-                     f"first: {shown}{' …' if len(neighbours) > 12 else ''}.{total} "
+                     f"first: {shown}{' …' if len(neighbours) > 8 else ''}.{total} "
                      "Under LANTERN's rule, A takes them in this order while their summed target probability "
                      f"stays within delta = {request.delta:g} (LANTERN++: within (lambda - 1) p(x), "
                      f"lambda = {request.lantern_lambda:g}).")
@@ -168,9 +168,8 @@ def _clocks(lanes: list[Lane], wall_ms: float | None) -> str:
     line = f"The panels' clocks count their own decoding only: {clocks} = {decoding:.2f} s"
     if wall_ms is None:
         return line + "."
-    return (line + f". The whole comparison took **{wall_ms / 1000:.2f} s** on this server, one panel at a "
-            "time on the same cores; the rest went to setting it up and decoding the final pictures (previews "
-            "are drawn beside the decoding, not between its steps, though on the same cores).")
+    return (line + f". The whole comparison took **{wall_ms / 1000:.2f} s** here, one panel at a time on the "
+            "same cores; the rest went to setting up and drawing the pictures.")
 
 
 def _cost_sentence(lanes: list[Lane]) -> str | None:
@@ -214,17 +213,16 @@ def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int,
         "one forward pass. A lossless rule (EAGLE-2) keeps a drafted token x with probability "
         "min(1, p(x) / q(x)), where p is the target's distribution and q the drafter's (q(x) = 1 for a "
         "tree drafter's deterministic picks), and otherwise draws from what is left of p: the output "
-        "is distributed exactly as vanilla decoding's.",
+        "is distributed exactly as vanilla decoding's. Lossless means the same distribution, not the same "
+        "picture: when sampling, a lossless method spends its random numbers differently, so one seed draws "
+        "another sample; at temperature 0 the pictures are identical.",
         "**LANTERN's relaxation.** LANTERN also credits x with the probability of its nearest codes in the "
         "latent space: the set A = {x, n1, …, nj} of x's k nearest neighbours, taken nearest first while "
         "their summed probability stays within **delta**. It accepts with min(1, (p(x) + Σ p(ni)) / q(x)). "
         "delta bounds how far (in total variation) each decided distribution may move: a larger delta "
         "accepts more drafts and runs faster, at some cost in fidelity; **k** caps how many neighbours "
-        "are eligible. In the *paper* variant, delta = 0 is the exact rule; the *official* variant (the "
-        "default) also keeps a greedy draft that the credit makes the most likely code, and LANTERN's tree "
-        f"is not EAGLE-2's, so the two panels can differ even then. Current setting: delta = {request.delta:g}, "
-        f"k = {request.k}, {request.lantern_variant} variant, lambda = {request.lantern_lambda:g}.",
-        *_more_methods(),
+        f"are eligible. Current setting: delta = {request.delta:g}, k = {request.k}, {request.lantern_variant} "
+        f"variant, lambda = {request.lantern_lambda:g}.",
     ]
     if lanes:
         parts += ["**The last run in numbers:**", "\n".join(_run_table(lanes)), _clocks(lanes, wall_ms)]
@@ -232,8 +230,13 @@ def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int,
     return "\n\n".join(parts)
 
 
+def methods_markdown() -> str:
+    """The methods of the panels' menus, each in its registry's words, then the settings they share:
+    the page folds it away, beside the lesson."""
+    return "\n\n".join(_more_methods())
+
+
 def _more_methods() -> list[str]:
-    """The methods of the panels' menus, each in its registry's words, then the settings they share."""
     listed = "\n".join(f"* **{method.title}** ({'lossless' if method.lossless else 'relaxed'}): {method.summary}"
                        for method in METHODS.values())
     return [

@@ -22,6 +22,10 @@ CSS = """
 /* The inspector's numbers stay whole; only the list of credited codes wraps. */
 #detail td, #detail th { font-variant-numeric: tabular-nums; }
 #detail td:nth-child(-n+4), #detail th:nth-child(-n+4) { white-space: nowrap; }
+/* Wide tables scroll inside their own box instead of squeezing a column to a letter a line. */
+#detail table, #teaching table { display: block; overflow-x: auto; max-width: 100%; }
+#detail td:last-child, #detail th:last-child { min-width: 16em; }
+#teaching td, #teaching th { white-space: nowrap; }
 /* A new run is under way: what is below still describes the previous one. */
 body.comparing #results { opacity: 0.35; filter: grayscale(1); transition: opacity 0.2s; }
 body.comparing #results::before { content: "Previous run: these update when the run above finishes.";
@@ -37,11 +41,18 @@ body.comparing #results::before { content: "Previous run: these update when the 
   #panels .panel-image, #panels .map-image { height: 30vw !important; }
   #panels label.float, #panels [data-testid="block-info"], #panels .lane-note { display: none; }
   #panels .lane-stats > div { min-width: 0 !important; padding: 1px 3px !important; font-size: 0.8em; }
+  #panel-methods { flex-direction: column !important; gap: 4px !important; }
+  /* The settings' help lines stay on wider screens; a phone keeps their labels. */
+  #settings .info-text { display: none; }
+  #panel-methods > .column { min-width: 0 !important; width: 100% !important; }
+  #panel-methods [data-testid="block-info"] { display: none; }
+  #panels .time-split { font-size: 0.65em !important; }
 }
 """
-LEGEND = ('<div class="legend" style="font-size:0.85em">acceptance map:<span style="background:#2ec478">'
-          '</span>accepted draft<span style="background:#f5a623"></span>bonus / correction'
-          '<span style="background:#2b303b"></span>not yet</div>')
+LEGEND = ('<div class="legend" style="font-size:0.85em">Each panel: the picture (click a token to inspect it), '
+          'then its acceptance map:<span style="background:#2ec478"></span>accepted draft'
+          '<span style="background:#f5a623"></span>bonus / correction<span style="background:#2b303b"></span>not yet'
+          '</div>')
 
 
 def launch_options() -> dict:
@@ -116,6 +127,8 @@ def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
             tradeoff_plot = gr.Plot(label="Speed-up against quality", elem_id="tradeoff-plot", show_label=False)
             tradeoff_note = gr.Markdown()
         teaching = gr.Markdown(text.how_it_works(None, DEFAULTS, EMBEDDED_VQ.codebook_size), elem_id="teaching")
+    with gr.Accordion("The methods and their settings", open=False):
+        gr.Markdown(text.methods_markdown(), elem_id="methods-text")
     with gr.Accordion("Statistics (the API's JSON)", open=False):
         statistics = gr.JSON(label="statistics")
     outputs = ComparisonOutputs(images=panels.images, maps=panels.maps, counters=panels.counters,

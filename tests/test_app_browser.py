@@ -63,6 +63,15 @@ def _choose_methods(page, runtime) -> None:
         page.get_by_role("option", name=title, exact=True).click()
 
 
+# A panel's time split as the page shows it: its parts in ms per pass, its passes and decode time.
+_SPLIT_JS = """selector => {
+    const split = document.querySelector(selector + ' .time-split');
+    if (!split) return null;
+    return {parts: [...split.querySelectorAll('.split-ms')].map(e => Number(e.dataset.ms)),
+            passes: Number(split.dataset.passes), wall_ms: Number(split.dataset.wallMs)};
+}"""
+
+
 def test_page_runs_a_comparison_end_to_end(page_url, browser):
     url, runtime = page_url
     SHOTS.mkdir(exist_ok=True)
@@ -106,6 +115,14 @@ def test_page_runs_a_comparison_end_to_end(page_url, browser):
         size = page.evaluate(f"document.querySelector('#image-{index} img').naturalWidth")
         assert size == 256
         assert "done" in page.inner_text(f"#stats-{index}")
+    # The three acceptance maps line up, whatever the length of the descriptions above them.
+    tops = [page.locator(f"#map-{i}").bounding_box()["y"] for i in range(3)]
+    assert max(tops) - min(tops) <= 2, tops
+    # Each panel shows where its time went; the parts add up to its decode time.
+    for index in range(3):
+        split = page.evaluate(_SPLIT_JS, f"#stats-{index}")
+        assert split is not None, f"panel {index + 1} has no time split"
+        assert abs(sum(split["parts"]) * split["passes"] - split["wall_ms"]) <= 0.05 * split["wall_ms"], split
     for plot in ("length-plot", "latent-plot", "tree-plot"):
         assert page.locator(f"#{plot} .js-plotly-plot").count() == 1, plot
     assert page.locator("#length-plot .scatterlayer .trace").count() == 3
@@ -139,3 +156,17 @@ def test_a_phone_sees_the_race_near_the_top(page_url, browser):
     assert all(box["y"] + box["height"] < 844 for box in boxes)  # the three pictures on the first screen ...
     assert len({round(box["y"]) for box in boxes}) == 1  # ... side by side
     assert all(box["x"] + box["width"] <= 390 for box in boxes)
+    # After a Run: nothing wider than the phone, the page of a sensible height, menus readable.
+    before = _image_sources(page)
+    page.click("#run-button")
+    page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=120_000)
+    page.wait_for_function("!document.body.classList.contains('comparing')", timeout=300_000)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(SHOTS / "6_phone_after_run.png"), full_page=True)
+    width, height = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+    assert width <= 390, f"the page is {width} px wide on a 390 px phone"
+    assert height <= 6000, f"the page is {height} px tall"
+    for index in range(3):
+        shown = page.evaluate(f"(() => {{ const i = document.querySelector('#method-{index} input');"
+                              " return [i.value, i.scrollWidth, i.clientWidth]; })()")
+        assert shown[1] <= shown[2], f"panel {index + 1}'s menu cuts {shown[0]!r}"

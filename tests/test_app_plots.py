@@ -99,12 +99,20 @@ def test_sweep_file_renders_with_intervals_and_the_current_setting_marked(tmp_pa
     assert len(points) == 4 and config["n_images"] == 24 and points[2]["fid_proxy"] is None
     assert shipped.load_sweep("lantern_static", greedy=True, assets=tmp_path) is None  # the other mode's file
     fig = plots.tradeoff_figure(points, delta=0.21, k=200)
-    marked = [trace for trace in fig.data if trace.name and trace.name.startswith("current")]
+    marked = [trace for trace in fig.data if trace.name and trace.name.startswith("measured point nearest")]
     assert len(marked) == 2  # on both panels
+    # The legend tells the measured point from the sliders' own values.
+    assert marked[0].name.endswith("(sliders: 0.21, 200)") and f"k {SWEEP['points'][2]['k']}" in marked[0].name
     assert marked[0].x[0] == 1.7 and marked[0].y[0] == 0.84 and marked[1].y[0] == -0.2
     accuracy = fig.data[0]
     assert list(accuracy.error_y.array) == pytest.approx([0.07, 0.1, 0.1, 0.12])
     assert list(accuracy.error_y.arrayminus) == pytest.approx([0.2, 0.21, 0.21, 0.22])
+
+
+def test_the_ring_says_when_it_marks_the_sliders_own_setting():
+    point = {"delta": 0.2, "k": 256}
+    assert plots.ringed_label(point, 0.2, 256) == "your setting (delta 0.2, k 256), as measured"
+    assert "nearest your setting: delta 0.2, k 256 (sliders: 0.5, 256)" in plots.ringed_label(point, 0.5, 256)
 
 
 def test_no_sweep_shipped_and_bad_sweeps(tmp_path):
@@ -165,7 +173,7 @@ def test_the_shipped_projection_belongs_to_the_shipped_tokenizer():
 def test_every_method_is_described_once_from_the_registry():
     from engine.methods import METHODS
 
-    lesson = text.how_it_works(None, CompareRequest(), 4096)
+    lesson = text.methods_markdown()
     for method in METHODS.values():
         assert method.summary and f"**{method.title}**" in lesson and method.summary in lesson
 
