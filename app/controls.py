@@ -157,12 +157,14 @@ def racing_panels() -> Panels:
             with gr.Column(min_width=220):
                 # Labels would float over the pictures: the legend under the panels names them. The
                 # counters, whose descriptions differ in length, come last so that the maps line up.
-                panels.images.append(gr.Image(label="Image · click a token", show_label=False, type="numpy",
+                panels.images.append(gr.Image(label=f"Panel {index + 1} image", show_label=False, type="numpy",
                                               format="png", interactive=False, height=DISPLAY,
                                               elem_classes="panel-image", elem_id=f"image-{index}",
                                               buttons=["download"]))
-                panels.maps.append(gr.Image(label="Acceptance map", show_label=False, type="numpy", format="png",
+                panels.maps.append(gr.Image(label=f"Panel {index + 1} acceptance map", show_label=False, type="numpy",
+                                            format="png",
                                             interactive=False, height=DISPLAY, elem_classes="map-image",
                                             elem_id=f"map-{index}", buttons=[]))
-                panels.counters.append(gr.HTML(text.waiting_html("Press Run to start."), elem_id=f"stats-{index}"))
+                panels.counters.append(gr.HTML(text.waiting_html("Press Run to start."), elem_id=f"stats-{index}",
+                                               label=f"Panel {index + 1} counters"))
     return panels

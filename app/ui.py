@@ -118,7 +118,8 @@ def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
         with gr.Column():
             scrubber = gr.Slider(0, 255, value=0, step=1, label="Replay a step (from the stored traces)",
                                  elem_id="scrubber")
-            detail = gr.Markdown(text.detail_markdown("", None, 16, None, DEFAULTS), elem_id="detail")
+            detail = gr.Markdown(text.detail_markdown("", None, 16, None, DEFAULTS), elem_id="detail",
+                                 label="Token inspector")
     with gr.Row():
         latent_plot = gr.Plot(label="Latent space", elem_id="latent-plot", show_label=False)
         tree_plot = gr.Plot(label="Draft tree", elem_id="tree-plot", show_label=False)
@@ -126,7 +127,8 @@ def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
         with gr.Column():
             tradeoff_plot = gr.Plot(label="Speed-up against quality", elem_id="tradeoff-plot", show_label=False)
             tradeoff_note = gr.Markdown()
-        teaching = gr.Markdown(text.how_it_works(None, DEFAULTS, EMBEDDED_VQ.codebook_size), elem_id="teaching")
+        teaching = gr.Markdown(text.how_it_works(None, DEFAULTS, EMBEDDED_VQ.codebook_size), elem_id="teaching",
+                               label="How it works")
     with gr.Accordion("The methods and their settings", open=False):
         gr.Markdown(text.methods_markdown(), elem_id="methods-text")
     with gr.Accordion("Statistics (the API's JSON)", open=False):

@@ -26,7 +26,7 @@ def test_published_parameters_keep_their_names_and_order(endpoint):
     assert names[:len(PUBLISHED)] == PUBLISHED
     assert names == [parameter.name for parameter in api_parameters()]
     assert {"lantern_variant", "lantern_lambda", "static_tree", "sjd_init", "gsd_window", "gsd_p_gap",
-            "gsd_distance", "tree_score", "tree_min_score"} <= set(names)
+            "gsd_distance", "tree_score", "tree_min_score", "cool_w"} <= set(names)
 
 
 def test_every_input_is_optional_with_the_pages_default(endpoint):
@@ -41,6 +41,13 @@ def test_every_input_is_optional_with_the_pages_default(endpoint):
 def test_statistics_stay_where_readme_says(endpoint):
     returns = [value["label"] for value in endpoint["returns"]]
     assert len(returns) == 16 and returns[15] == "statistics"
+
+
+def test_every_output_has_a_name_of_its_own_as_readme_lists_them(endpoint):
+    returns = [value["label"] for value in endpoint["returns"]]
+    assert len(set(returns)) == len(returns) and not any(name.startswith("value_") for name in returns)
+    readme = (ROOT / "README.md").read_text()
+    assert all(f"`{name}`" in readme for name in returns), [n for n in returns if f"`{n}`" not in readme]
 
 
 def test_spaces_is_applied_only_where_it_is_installed(monkeypatch):
