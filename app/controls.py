@@ -105,6 +105,10 @@ def method_controls() -> dict[str, gr.components.Component]:
         c["cool_w"] = Slider(*option_range("cool_w"), value=DEFAULTS.cool_w, step=0.1, label="w",
                              elem_id="cool-w-slider",
                              info="mean weight in min(1, w p(x) / q(x)), largest at the first depth; 1 = exact")
+        c["draft_top_p"] = Slider(*option_range("draft_top_p"), value=DEFAULTS.draft_top_p, step=0.01,
+                                  label="Draft top-p", elem_id="draft-top-p-slider",
+                                  info="sampled drafts come from the drafter's top-p nucleus "
+                                       f"({_used_by('draft_top_p')})")
         gr.Markdown(f"**Jacobi methods** ({_used_by('sjd_init')})")
         c["sjd_init"] = gr.Dropdown(list(INITS), value=DEFAULTS.sjd_init, label="Initialisation",
                                     allow_custom_value=True,

@@ -10,6 +10,7 @@ from app.detail import TokenDetail
 from engine.core.trace import StepTrace
 
 PANEL_COLOURS = ("#6b7a99", "#3d8bfd", "#f5a623")  # one per panel, left to right
+FRONTIER_COLOURS = ("#f5a623", "#c2410c", "#3d8bfd", "#2ec478", "#a855f7", "#0f766e")  # one per frontier series
 MAX_TICKS = 8  # per axis of the accepted-length plot: more crowd a third of the page's width
 ACCEPTED, REJECTED, UNTESTED, ROOT = "#2ec478", "#e5484d", "#c9ced8", "#6b7a99"
 
@@ -192,3 +193,45 @@ def nearest_point(points: Sequence[dict], delta: float, k: int) -> dict | None:
     if not points:
         return None
     return min(points, key=lambda p: (abs(p["delta"] - delta), abs(np.log(p["k"]) - np.log(max(k, 1)))))
+
+
+def frontier_figure(frontier: dict, title: str) -> go.Figure:
+    """Speed-up against one quality measure per relaxed rule, a line along each rule's knob, with
+    95 % intervals; vanilla's interval is the grey band. A menu switches the measure."""
+    from engine.commands.frontier import QUALITY_MEASURES
+
+    fig = go.Figure()
+    vanilla = frontier.get("vanilla") or {}
+    measures = [m for m in QUALITY_MEASURES if any(p.get(m[0]) is not None
+                                                   for s in frontier["series"] for p in s["points"])]
+    for index, (key, interval, name, _) in enumerate(measures):
+        for number, series in enumerate(frontier["series"]):
+            shown = [p for p in series["points"] if p.get(key) is not None]
+            knob = series["knob"]
+            fig.add_trace(go.Scatter(
+                x=[p["speedup"] for p in shown], y=[p[key] for p in shown], mode="lines+markers",
+                name=series["label"], legendgroup=series["label"], showlegend=index == 0, visible=index == 0,
+                line=dict(color=FRONTIER_COLOURS[number % len(FRONTIER_COLOURS)], width=1.5),
+                error_y=_error_bars(shown, key, interval),
+                text=[f"{series['label']}: {knob} {p[knob]:g}, {p['speedup']:.2f}x, MAL {p['mal']:.2f}, "
+                      f"{name} {p[key]:.3f}" for p in shown], hoverinfo="text"))
+    traces_per_measure = len(frontier["series"])
+
+    def band(key: str, interval: str) -> list[dict]:
+        if vanilla.get(interval) is None:
+            return []
+        low, high = vanilla[interval]
+        return [dict(type="rect", xref="paper", x0=0, x1=1, y0=low, y1=high, fillcolor="rgba(120,120,120,0.18)",
+                     line=dict(width=0), layer="below")]
+
+    buttons = [dict(label=name, method="update",
+                    args=[{"visible": [i // traces_per_measure == index for i in range(len(fig.data))]},
+                          {"yaxis.title.text": name, "shapes": band(key, interval)}])
+               for index, (key, interval, name, _) in enumerate(measures)]
+    if measures:
+        fig.update_layout(shapes=band(measures[0][0], measures[0][1]), yaxis_title=measures[0][2],
+                          updatemenus=[dict(buttons=buttons, x=0, xanchor="left", y=1.0, yanchor="bottom",
+                                            direction="down", showactive=True)])
+    fig.update_xaxes(title_text="speed-up vs vanilla")
+    _layout(fig, title, height=460)
+    return fig.update_layout(margin=dict(t=90))

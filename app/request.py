@@ -52,6 +52,7 @@ class CompareRequest:
     tree_score: str = TreeConfig.score  # rule: the rule's acceptance estimate; draft: EAGLE-2's q
     tree_min_score: float = TreeConfig.min_score
     cool_w: float = MethodOptions.cool_w
+    draft_top_p: float = MethodOptions.draft_top_p
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(temperature=_number("temperature", self.temperature),
@@ -70,6 +71,7 @@ class CompareRequest:
                              lantern_variant=self.lantern_variant,
                              lantern_lambda=_number("lambda", self.lantern_lambda),
                              cool_w=_number("COOL-SD w", self.cool_w),
+                             draft_top_p=_number("draft top-p", self.draft_top_p),
                              static_tree=_static_tree(self.static_tree), sjd_init=self.sjd_init,
                              gsd_window=window, gsd_p_gap=_number("GSD p gap", self.gsd_p_gap),
                              gsd_distance=_number("GSD distance", self.gsd_distance))

@@ -82,3 +82,24 @@ def load_sweep(method: str, greedy: bool, assets: Path = ASSETS) -> tuple[list[d
         return None
     data = json.loads(path.read_text())
     return parse_sweep(data), dict(data.get("config") or {})
+
+
+def frontier_path(greedy: bool, assets: Path = ASSETS) -> Path:
+    """Where `python -m engine frontier` output for a mode ships: sweeps/frontier_<greedy|sampling>.json."""
+    return assets / SWEEP_DIR / f"frontier_{'greedy' if greedy else 'sampling'}.json"
+
+
+def load_frontier(greedy: bool, assets: Path = ASSETS) -> dict | None:
+    """The shipped frontier of that mode (engine.commands.frontier's layout), or None when none is
+    shipped; a file without its series or vanilla reference is a SweepFormatError."""
+    path = frontier_path(greedy, assets)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not data.get("series") or not isinstance(data.get("vanilla"), dict):
+        raise SweepFormatError(f"{path} has no 'series' list or no 'vanilla' reference")
+    for series in data["series"]:
+        knob = series.get("knob")
+        if not series.get("points") or any(knob not in p or "speedup" not in p for p in series["points"]):
+            raise SweepFormatError(f"{path}: series {series.get('label')!r} lacks points with {knob} and speedup")
+    return data

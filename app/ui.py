@@ -8,6 +8,7 @@ import gradio as gr
 
 from app import handlers, text
 from app.controls import DEFAULTS, Panels, method_controls, race_controls, racing_panels
+from app.frontier_view import frontier_chart
 from app.outputs import ComparisonOutputs, LoadOutputs
 from app.request import PANELS, CompareRequest, api_parameters
 from app.runtime import Runtime
@@ -104,9 +105,11 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
             return handlers.tradeoff(delta, k, temperature, list(methods))
 
         for slider in (controls["delta"], controls["k"]):
-            slider.release(chart, chart_inputs, tradeoff, api_visibility="private")
+            slider.release(chart, chart_inputs, tradeoff[:2], api_visibility="private")
         for control in (controls["temperature"], *panels.methods):
-            control.change(chart, chart_inputs, tradeoff, api_visibility="private", show_progress="hidden")
+            control.change(chart, chart_inputs, tradeoff[:2], api_visibility="private", show_progress="hidden")
+        controls["temperature"].change(frontier_chart, controls["temperature"], tradeoff[2:], api_visibility="private",
+                                       show_progress="hidden")
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return demo
 
@@ -124,9 +127,14 @@ def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
         latent_plot = gr.Plot(label="Latent space", elem_id="latent-plot", show_label=False)
         tree_plot = gr.Plot(label="Draft tree", elem_id="tree-plot", show_label=False)
     with gr.Row():
-        with gr.Column():
-            tradeoff_plot = gr.Plot(label="Speed-up against quality", elem_id="tradeoff-plot", show_label=False)
-            tradeoff_note = gr.Markdown()
+        with gr.Column(), gr.Tabs():
+            with gr.Tab("This panel's sweep"):
+                tradeoff_plot = gr.Plot(label="Speed-up against quality", elem_id="tradeoff-plot", show_label=False)
+                tradeoff_note = gr.Markdown()
+            with gr.Tab("Frontier of the relaxed rules", elem_id="frontier-tab"):
+                figure, caption = frontier_chart(DEFAULTS.temperature)
+                frontier_plot = gr.Plot(figure, label="Frontier", elem_id="frontier-plot", show_label=False)
+                frontier_note = gr.Markdown(caption, elem_id="frontier-note")
         teaching = gr.Markdown(text.how_it_works(None, DEFAULTS, EMBEDDED_VQ.codebook_size), elem_id="teaching",
                                label="How it works")
     with gr.Accordion("The methods and their settings", open=False):
@@ -137,7 +145,7 @@ def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
                                 length_plot=length_plot, scrubber=scrubber, latent_plot=latent_plot,
                                 tree_plot=tree_plot, detail=detail, teaching=teaching, statistics=statistics,
                                 run_state=gr.State(None), inspect_panel=gr.State(PANELS - 1))
-    return outputs, [tradeoff_plot, tradeoff_note]
+    return outputs, [tradeoff_plot, tradeoff_note, frontier_plot, frontier_note]
 
 
 def on_zero_gpu(fn):

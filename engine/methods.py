@@ -36,6 +36,7 @@ OPTION_RANGES: dict[str, tuple[str, float, float]] = {
     "delta": ("delta", 0.0, 1.0),
     "lantern_lambda": ("lambda", 1.0, 100.0),
     "cool_w": ("COOL-SD w", 1.0, 20.0),
+    "draft_top_p": ("draft top-p", 0.01, 1.0),
     "gamma": ("gamma", 1, 16),
     "window": ("window", 1, 64),
     "gsd_window": ("GSD window", 0, 4096),
@@ -57,6 +58,8 @@ class MethodOptions:
     lantern_lambda: float = 5.0
     # COOL-SD's mean relaxation of p(x) / q(x) over the draft's depths (1: the exact rule).
     cool_w: float = 2.0
+    # Relaxed rules on a static chain: sampled drafts come from the drafter's top-p nucleus (1: all of q).
+    draft_top_p: float = 1.0
     static_tree: Choices | None = None  # paths of draft ranks; None: each method's own chain
     tree: TreeConfig = field(default_factory=TreeConfig)
     gamma: int = 4  # SpS chain length
@@ -136,8 +139,14 @@ def _lantern(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, R
     return EagleDrafter(net, options.tree), _lantern_rule(model, options)
 
 
+def _relaxed_chain(net, options: MethodOptions, default) -> StaticTreeDrafter:
+    """The static tree of a relaxed rule: the one asked for, else the rule's own chain, its drafts
+    sampled from the drafter's top-p nucleus."""
+    return StaticTreeDrafter(net, options.static_tree or default, options.draft_top_p)
+
+
 def _lantern_static(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
-    return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN), _lantern_rule(model, options)
+    return _relaxed_chain(net, options, RELAXED_CHAIN), _lantern_rule(model, options)
 
 
 def _sps(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
@@ -149,12 +158,12 @@ def _medusa(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Ru
 
 
 def _lantern_pp(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
-    return StaticTreeDrafter(net, options.static_tree or RELAXED_CHAIN), _lantern_pp_rule(model, options)
+    return _relaxed_chain(net, options, RELAXED_CHAIN), _lantern_pp_rule(model, options)
 
 
 def _cool_sd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
-    choices = options.static_tree or ANNEALED_CHAIN
-    return StaticTreeDrafter(net, choices), AnnealedRule(options.cool_w, max(len(path) for path in choices))
+    drafter = _relaxed_chain(net, options, ANNEALED_CHAIN)
+    return drafter, AnnealedRule(options.cool_w, drafter.depth)
 
 
 def _eagle(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
@@ -203,14 +212,14 @@ METHODS: dict[str, Method] = {
                        "of its nearest codes, within delta. When sampling, the panel runs LANTERN (static "
                        "tree) instead, whose sampled drafts suit the rule."),
         Method("lantern_static", "LANTERN (static tree)", False, _lantern_static, "eagle",
-               ("delta", *LANTERN_PARAMS, "static_tree"),
+               ("delta", *LANTERN_PARAMS, "static_tree", "draft_top_p"),
                summary="LANTERN's rule on a fixed chain of 16 drafts, sampled from the drafter when sampling "
                        "(the official code's static-tree mode)."),
         Method("lantern_pp", "LANTERN++", False, _lantern_pp, "eagle",
-               ("lantern_lambda", *LANTERN_PARAMS, "static_tree"),
+               ("lantern_lambda", *LANTERN_PARAMS, "static_tree", "draft_top_p"),
                summary="LANTERN on a static chain with the credit bounded by (lambda - 1) p(x) instead of "
                        "delta: a likely draft may borrow more than an unlikely one."),
-        Method("cool_sd", "COOL-SD", False, _cool_sd, "eagle", ("cool_w", "static_tree"),
+        Method("cool_sd", "COOL-SD", False, _cool_sd, "eagle", ("cool_w", "static_tree", "draft_top_p"),
                summary="COOL-SD: a static chain of 8 drafts (sampled when sampling), each accepted with "
                        "min(1, w p(x) / q(x)), w relaxing early depths most and decaying with depth (mean w over "
                        "the chain): the target's own belief in x is scaled, so a code it rules out is never kept."),

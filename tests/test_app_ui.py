@@ -26,7 +26,7 @@ def test_published_parameters_keep_their_names_and_order(endpoint):
     assert names[:len(PUBLISHED)] == PUBLISHED
     assert names == [parameter.name for parameter in api_parameters()]
     assert {"lantern_variant", "lantern_lambda", "static_tree", "sjd_init", "gsd_window", "gsd_p_gap",
-            "gsd_distance", "tree_score", "tree_min_score", "cool_w"} <= set(names)
+            "gsd_distance", "tree_score", "tree_min_score", "cool_w", "draft_top_p"} <= set(names)
 
 
 def test_every_input_is_optional_with_the_pages_default(endpoint):

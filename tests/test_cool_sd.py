@@ -82,3 +82,38 @@ def test_greedy_accepts_a_draft_within_a_factor_w_of_the_argmax():
     assert (w1 * P[near] >= P.max()) == rule.at_depth(1).test(P, near, None, 0.0).accepted
     assert rule.at_depth(1).test(P, near, None, 0.0).accepted  # w_1 is well above 0.30 / 0.22
     assert not rule.at_depth(8).test(P, len(P) - 1, None, 0.0).accepted  # 0.01 is far below, late in the draft
+
+
+def test_truncated_drafting_draws_from_the_nucleus_and_hands_the_rule_that_distribution():
+    from types import SimpleNamespace
+
+    from engine.core.config import SamplingConfig
+    from engine.drafters.static_tree import StaticTreeDrafter, chain
+
+    q = torch.tensor([0.5, 0.3, 0.1, 0.06, 0.04], dtype=torch.float64)
+    drafter = StaticTreeDrafter(None, chain(1), top_p=0.75)
+    seen = set()
+    for seed in range(200):
+        state = SimpleNamespace(sampling=SamplingConfig(temperature=1.0), generator=torch.Generator().manual_seed(seed))
+        ((token, q_token, q_dist),) = drafter._ranked_children(state, q)
+        seen.add(token)
+        # The nucleus of 0.75 is {0, 1}: 0.5 alone falls short of it; renormalised, 5/8 and 3/8.
+        assert torch.allclose(q_dist, torch.tensor([0.625, 0.375, 0, 0, 0], dtype=torch.float64))
+        assert q_token == pytest.approx(float(q_dist[token]))
+    assert seen == {0, 1}
+
+
+def test_the_exact_rule_stays_exact_on_truncated_drafts():
+    """Truncation changes the proposal, not the rule: judged against the truncated q, w = 1 still
+    samples the target."""
+    truncated = np.where(Q >= 0.1, Q, 0.0)
+    truncated /= truncated.sum()
+
+    def once(gen):
+        x = int(torch.multinomial(torch.from_numpy(truncated), 1, generator=gen))
+        tree = DraftTree.chain(torch.tensor([0, x]), torch.tensor([1.0, truncated[x]], dtype=torch.float64),
+                               torch.from_numpy(np.stack([truncated, truncated])))
+        return first_token(tree, np.stack([P, P]), AnnealedRule(1.0, 8),
+                           torch.rand(3, generator=gen, dtype=torch.float64).numpy())
+
+    assert np.abs(empirical(once) - P).max() < TOLERANCE

@@ -54,6 +54,8 @@ def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
                         help="LANTERN++: credited mass at most (lambda - 1) p(x)")
     parser.add_argument("--cool-w", type=float, default=MethodOptions.cool_w,
                         help="COOL-SD: mean of the annealed weights w in min(1, w p(x) / q(x)); 1 = exact")
+    parser.add_argument("--draft-top-p", type=float, default=MethodOptions.draft_top_p,
+                        help="relaxed rules on a static chain: sample drafts from q's top-p nucleus (1 = all)")
     parser.add_argument("--static-tree", default=None,
                         help="the static tree (eagle, lantern_static, lantern_pp): rank paths, e.g. "
                              "'0 1 0.0 0.1 0.0.0'; default: a chain, 16 deep for LANTERN's rules, 6 for EAGLE")
@@ -85,7 +87,7 @@ def _options(args) -> MethodOptions:
                          tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens, args.tree_score,
                                          args.tree_min_score),
                          lantern_variant=args.lantern_variant, lantern_lambda=args.lantern_lambda,
-                         cool_w=args.cool_w,
+                         cool_w=args.cool_w, draft_top_p=args.draft_top_p,
                          static_tree=None if args.static_tree is None else parse_choices(args.static_tree),
                          sjd_init=args.sjd_init,
                          gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)
@@ -143,7 +145,7 @@ def cmd_bench(args) -> None:
                   "temperature": sampling.temperature, "cfg": sampling.cfg_scale, "top_k": sampling.top_k,
                   "top_p": sampling.top_p, "seed": sampling.seed, "delta": options.delta, "k": options.k,
                   "lantern_variant": options.lantern_variant, "lantern_lambda": options.lantern_lambda,
-                  "cool_w": options.cool_w,
+                  "cool_w": options.cool_w, "draft_top_p": options.draft_top_p,
                   "static_tree": None if options.static_tree is None else [list(c) for c in options.static_tree],
                   "sjd_init": options.sjd_init,
                   "gsd": {"window": options.gsd_window, "p_gap": options.gsd_p_gap,
@@ -174,6 +176,31 @@ def _sweep(args, model, sampling, options) -> None:
               f"class acc {p['class_accuracy']:.3f} fid_proxy {fid}")
     html = write_sweep(sweep, Path(args.json or "sweep.json"))
     print(f"chart: {html}")
+
+def cmd_frontier(args) -> None:
+    from tqdm import tqdm
+
+    from engine.commands.frontier import fastest_inside_vanilla, run_frontier, series_for
+
+    if args.n_images < 1:
+        raise InvalidInput(f"n-images {args.n_images} is out of range; allowed: 1 or more")
+    sampling = _sampling(args)
+    series = series_for(sampling, [name.strip() for name in args.series.split(";") if name.strip()])
+    model = _load_model(args)
+    total = sum(len(s.values) for s in series) * args.n_images * 2
+    with tqdm(total=total, desc="frontier", unit="image", file=sys.stderr) as progress:
+        frontier = run_frontier(model, sampling, args.n_images, _options(args), series, progress=progress)
+    for item in frontier["series"]:
+        for p in item["points"]:
+            print(f"{item['label']:<40} {item['knob']} {p[item['knob']]:<6g} speed-up {p['speedup']:.2f}x "
+                  f"MAL {p['mal']:.2f} class acc {p['class_accuracy']:.3f} low p {p['low_p_share']:.3f} "
+                  f"log p gap {p['logp_gap']:+.3f}")
+    best = fastest_inside_vanilla(frontier)
+    if best is not None:
+        print(f"fastest inside vanilla's intervals: {best[0]['label']}, {best[0]['knob']} "
+              f"{best[1][best[0]['knob']]:g}, {best[1]['speedup']:.2f}x")
+    Path(args.json or "frontier.json").write_text(json.dumps(frontier, indent=2))
+
 
 def cmd_samples(args) -> None:
     """A grid of images, one row per class (of --classes, default all), --per-class a row, each
@@ -232,6 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--ks", default="16,64,256,512", help="sweep grid for k")
     _add_sampling(bench, temperature=1.0)
     bench.set_defaults(run=cmd_bench)
+    frontier = sub.add_parser("frontier", help="speed-up against quality for the relaxed rules, each along its knob")
+    frontier.add_argument("--n-images", type=int, default=128, help="images a point")
+    frontier.add_argument("--series", default="", help="semicolon-separated series labels (default: every one "
+                                                       "that suits the mode)")
+    frontier.add_argument("--json", default=None, help="write the frontier here (default frontier.json)")
+    _add_sampling(frontier, temperature=1.0)
+    frontier.set_defaults(run=cmd_frontier)
     return parser
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from engine.core.config import InvalidInput
+from engine.core.sampling import filter_top_k_top_p
 from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState
 from engine.drafters.eagle import EagleDrafter
@@ -64,8 +65,13 @@ def check_choices(paths: Choices) -> Choices:
 
 
 class StaticTreeDrafter(EagleDrafter):
-    def __init__(self, net: EagleNet, choices: Choices = EXACT_CHAIN):
+    """A fixed tree of rank paths. When sampling, drafts are drawn from q, or with `top_p` < 1 from q
+    truncated to its top-p nucleus (renormalised), which is then the q the rule divides by: a relaxed
+    rule can accept only what is drawn, so truncation keeps the drafter's tail out of the picture."""
+
+    def __init__(self, net: EagleNet, choices: Choices = EXACT_CHAIN, top_p: float = 1.0):
         super().__init__(net, None)
+        self.top_p = top_p
         self.choices = check_choices(choices)
         self.depth = max(len(c) for c in self.choices)
         self.width = max(c[-1] for c in self.choices) + 1
@@ -126,6 +132,9 @@ class StaticTreeDrafter(EagleDrafter):
         if state.sampling.greedy:
             top_q, top_tokens = q.topk(width)  # (width,)
             return [(int(t), float(p), None) for t, p in zip(top_tokens, top_q)]
+        if self.top_p < 1.0:
+            q = filter_top_k_top_p(q.double().log()[None], 0, self.top_p)[0].softmax(-1)  # (V,) the nucleus
+            width = min(width, int((q > 0).sum()))
         drawn = torch.multinomial(q.double(), width, replacement=False, generator=state.generator)  # (width,)
         left = q.double() / q.double().sum()  # (V,)
         ranked: list[tuple[int, float, torch.Tensor | None]] = []

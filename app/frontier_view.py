@@ -1,0 +1,40 @@
+"""The frontier tab: every relaxed rule's speed-up against quality along its own knob, in the mode
+the temperature sets, from the shipped frontier file (engine.commands.frontier)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from app import plots
+from app.shipped import SweepFormatError, frontier_path, load_frontier
+from engine.commands.frontier import fastest_inside_vanilla
+from engine.core.config import SamplingConfig
+from engine.loading.embedded import ASSETS
+
+
+def frontier_chart(temperature: float, assets: Path = ASSETS) -> tuple:
+    """(figure or None, caption) for the mode of `temperature`."""
+    try:
+        greedy = SamplingConfig(temperature=float(temperature)).greedy
+    except (TypeError, ValueError):  # InvalidInput included
+        return None, "The frontier follows the temperature, which is not valid."
+    mode = "greedy" if greedy else "sampling"
+    try:
+        frontier = load_frontier(greedy, assets)
+    except (SweepFormatError, ValueError) as err:
+        return None, f"The shipped {mode} frontier could not be read: {err}"
+    if frontier is None:
+        path = frontier_path(greedy, assets)
+        return None, (f"No {mode} frontier is shipped. `python -m engine frontier --temperature "
+                      f"{0 if greedy else 1} --json assets/sweeps/{path.name}` makes one.")
+    config = frontier["config"]
+    caption = (f"**The relaxed rules, {mode}** (temperature {config.get('temperature', 0):g}, CFG "
+               f"{config.get('cfg', 4):g}): each line is one rule moved along its knob, each point "
+               f"{config.get('n_images', '?')} images against vanilla on the same images; bars are 95 % intervals "
+               "and the grey band vanilla's own. The menu picks the quality measure.")
+    best = fastest_inside_vanilla(frontier)
+    if best is not None:
+        series, point = best
+        caption += (f" Fastest with quality inside vanilla's intervals (class accuracy, fid_proxy, low-p share): "
+                    f"**{series['label']}** at {series['knob']} {point[series['knob']]:g}, "
+                    f"{point['speedup']:.2f}x.")
+    return plots.frontier_figure(frontier, f"Relaxed rules, {mode}: speed-up against quality"), caption

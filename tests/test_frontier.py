@@ -1,0 +1,74 @@
+"""The frontier of the relaxed rules: measured along each rule's knob, read back, charted, and the
+fastest setting whose quality stays inside vanilla's intervals picked from it."""
+import json
+
+import pytest
+
+from app import frontier_view, shipped
+from engine.commands.frontier import SERIES, Series, fastest_inside_vanilla, inside_vanilla, run_frontier, series_for
+from engine.core.config import InvalidInput, SamplingConfig
+from engine.methods import MethodOptions
+from tests.test_bench import tiny_classifier
+
+SAMPLING = SamplingConfig(temperature=1.0, seed=5)
+
+
+def test_series_suit_the_mode_and_every_setting_is_checked_first():
+    assert [s.label for s in series_for(SAMPLING)] == [s.label for s in SERIES]
+    greedy = [s.label for s in series_for(SamplingConfig(temperature=0.0))]
+    assert greedy and not any("top-p" in label for label in greedy)  # greedy drafts are never sampled
+    with pytest.raises(InvalidInput, match="unknown frontier series"):
+        series_for(SAMPLING, ["LANTERN (imaginary)"])
+    bad = Series("too strong", "cool_sd", "cool_w", (50.0,))
+    with pytest.raises(InvalidInput, match="COOL-SD w 50"):
+        bad.options(MethodOptions(), 50.0)
+
+
+def test_a_frontier_is_measured_point_by_point_and_read_back(tiny_eagle, tmp_path):
+    series = [Series("COOL-SD", "cool_sd", "cool_w", (1.0, 4.0)),
+              Series("LANTERN (paper)", "lantern_static", "delta", (0.0, 0.3), {"lantern_variant": "paper", "k": 8})]
+    frontier = run_frontier(tiny_eagle, SAMPLING, 2, MethodOptions(k=8), series, classifier=tiny_classifier())
+    assert [s["label"] for s in frontier["series"]] == ["COOL-SD", "LANTERN (paper)"]
+    cool = frontier["series"][0]["points"]
+    assert [p["cool_w"] for p in cool] == [1.0, 4.0]
+    assert all(key in p for p in cool for key in ("speedup", "mal", "class_accuracy", "low_p_share", "low_p_share_ci"))
+    assert cool[1]["mal"] >= cool[0]["mal"]  # a larger w accepts at least as much on the same drafts
+    assert frontier["vanilla"]["low_p_share"] is not None and frontier["vanilla"]["speedup"] == 1.0
+    path = shipped.frontier_path(greedy=False, assets=tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps(frontier))
+    assert shipped.load_frontier(greedy=False, assets=tmp_path)["series"][1]["knob"] == "delta"
+    assert shipped.load_frontier(greedy=True, assets=tmp_path) is None
+    figure, caption = frontier_view.frontier_chart(1.0, tmp_path)
+    assert figure is not None and "COOL-SD" in caption and "2 images" in caption
+    menu = figure.layout.updatemenus[0]
+    assert [b.label for b in menu.buttons][0] == "class accuracy" and len(menu.buttons) >= 3
+    traces = len(figure.data) // len(menu.buttons)
+    assert traces == 2 and sum(trace.visible for trace in figure.data) == 2
+    none, note = frontier_view.frontier_chart(0.0, tmp_path)
+    assert none is None and "No greedy frontier" in note
+
+
+def test_the_fastest_setting_inside_vanillas_intervals():
+    vanilla = {"class_accuracy_ci": (0.8, 0.95), "fid_proxy_ci": (5.0, 9.0), "low_p_share_ci": (0.005, 0.02)}
+    good = {"cool_w": 2.0, "speedup": 1.4, "class_accuracy": 0.9, "fid_proxy": 7.0, "low_p_share": 0.01}
+    faster_but_speckled = {"cool_w": 8.0, "speedup": 2.0, "class_accuracy": 0.88, "fid_proxy": 8.0,
+                           "low_p_share": 0.2}
+    slow = {"cool_w": 1.0, "speedup": 0.9, "class_accuracy": 0.9, "fid_proxy": 6.0, "low_p_share": 0.01}
+    assert inside_vanilla(good, vanilla) and not inside_vanilla(faster_but_speckled, vanilla)
+    frontier = {"vanilla": vanilla, "series": [{"label": "COOL-SD", "knob": "cool_w",
+                                                "points": [slow, good, faster_but_speckled]}]}
+    series, point = fastest_inside_vanilla(frontier)
+    assert series["label"] == "COOL-SD" and point is good
+    assert fastest_inside_vanilla({"vanilla": vanilla, "series": [{"label": "x", "knob": "cool_w",
+                                                                   "points": [faster_but_speckled]}]}) is None
+
+
+def test_a_broken_frontier_file_is_named(tmp_path):
+    path = shipped.frontier_path(greedy=False, assets=tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps({"series": [], "vanilla": {}}))
+    with pytest.raises(shipped.SweepFormatError, match="no 'series'"):
+        shipped.load_frontier(greedy=False, assets=tmp_path)
+    figure, note = frontier_view.frontier_chart(1.0, tmp_path)
+    assert figure is None and "could not be read" in note
