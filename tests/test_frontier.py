@@ -72,3 +72,22 @@ def test_a_broken_frontier_file_is_named(tmp_path):
         shipped.load_frontier(greedy=False, assets=tmp_path)
     figure, note = frontier_view.frontier_chart(1.0, tmp_path)
     assert figure is None and "could not be read" in note
+
+
+def test_chain_costs_model_each_depth_from_measured_parts(tiny_eagle):
+    import numpy as np
+
+    from engine.commands.chain_cost import acceptance_by_depth, chain_costs, expected_tokens
+
+    costs = chain_costs(tiny_eagle, "cool_sd", [1, 3], SAMPLING, 1, MethodOptions(cool_w=3.0))
+    assert len(costs["acceptance_by_depth"]) == 3 and all(0 <= a <= 1 for a in costs["acceptance_by_depth"])
+    assert [row["depth"] for row in costs["depths"]] == [1, 2, 3]
+    assert {"measured_speedup", "measured_mal"} <= set(costs["depths"][0])
+    assert "measured_speedup" not in costs["depths"][1]
+    assert costs["best_depth"] in (1, 2, 3) and costs["draft_call_ms"] > 0 and costs["one_token_pass_ms"] > 0
+    acceptance = np.array(costs["acceptance_by_depth"])
+    assert costs["depths"][2]["expected_tokens"] == expected_tokens(acceptance, 3)
+    assert expected_tokens(np.array([0.5, 0.5]), 2) == 1.75 and expected_tokens(np.array([1.0, 0.0]), 2) == 2.0
+    with pytest.raises(InvalidInput, match="no static tree"):
+        chain_costs(tiny_eagle, "eagle2", [2], SAMPLING, 1, MethodOptions())
+    assert acceptance_by_depth([]).shape == (0,)

@@ -177,6 +177,31 @@ def _sweep(args, model, sampling, options) -> None:
     html = write_sweep(sweep, Path(args.json or "sweep.json"))
     print(f"chart: {html}")
 
+def cmd_chain_cost(args) -> None:
+    from tqdm import tqdm
+
+    from engine.commands.chain_cost import chain_costs
+    from engine.commands.sweep import parse_grid
+
+    depths = parse_grid(args.depths, int)
+    if args.n_images < 1:
+        raise InvalidInput(f"n-images {args.n_images} is out of range; allowed: 1 or more")
+    model = _load_model(args)
+    with tqdm(total=len(set(depths)) * args.n_images * 2, desc="chains", unit="image", file=sys.stderr) as bar:
+        costs = chain_costs(model, args.method, depths, _sampling(args), args.n_images, _options(args), bar)
+    print(f"{args.method}: one-token pass {costs['one_token_pass_ms']:.2f} ms, drafter call "
+          f"{costs['draft_call_ms']:.2f} ms, verify {costs['verify_ms'][0]:.2f} + {costs['verify_ms'][1]:.3f} n ms, "
+          f"rest {costs['rest_ms']:.2f} ms")
+    for row in costs["depths"]:
+        measured = f"  measured {row['measured_speedup']:.2f}x" if "measured_speedup" in row else ""
+        accept = costs["acceptance_by_depth"][row["depth"] - 1]
+        print(f"depth {row['depth']:>2}: a_d {accept:.3f}  E {row['expected_tokens']:.2f}  pass {row['pass_ms']:.2f} ms"
+              f"  model {row['modelled_speedup']:.2f}x{measured}")
+    print(f"best depth by the model: {costs['best_depth']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(costs, indent=2))
+
+
 def cmd_frontier(args) -> None:
     from tqdm import tqdm
 
@@ -259,6 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--ks", default="16,64,256,512", help="sweep grid for k")
     _add_sampling(bench, temperature=1.0)
     bench.set_defaults(run=cmd_bench)
+    sizing = sub.add_parser("chain-cost", help="how deep a method's static chain should be on this machine")
+    sizing.add_argument("--method", default="lantern_static", help="a method that drafts a static tree")
+    sizing.add_argument("--depths", default="1,2,4,8,12,16", help="chain depths to run")
+    sizing.add_argument("--n-images", type=int, default=8)
+    sizing.add_argument("--json", default=None, help="write the costs and the model here")
+    _add_sampling(sizing, temperature=1.0)
+    sizing.set_defaults(run=cmd_chain_cost)
     frontier = sub.add_parser("frontier", help="speed-up against quality for the relaxed rules, each along its knob")
     frontier.add_argument("--n-images", type=int, default=128, help="images a point")
     frontier.add_argument("--series", default="", help="semicolon-separated series labels (default: every one "
