@@ -159,24 +159,25 @@ def test_coupled_sjd_samples_the_target_distribution():
     assert np.abs(counts / draws - truth).max() < 0.05
 
 
-def test_sampled_static_siblings_with_the_exact_rule_sample_the_target():
-    """Three children drawn without replacement from a draft q, each judged against q without the
-    earlier draws: the first token's frequencies match p (N = 10,000, tolerance 0.023, about five
-    standard errors of a probability of at most 0.3)."""
+@pytest.mark.parametrize("width", [1, 3])
+def test_sampled_static_siblings_with_the_exact_rule_sample_the_target(width):
+    """Children drawn without replacement from a draft q (one: a plain inverse-CDF draw), each judged
+    against q without the earlier draws: the first token's frequencies match p (N = 10,000, tolerance
+    0.023, about five standard errors of a probability of at most 0.3)."""
     from types import SimpleNamespace
 
 
     p = np.array([0.30, 0.22, 0.18, 0.12, 0.08, 0.06, 0.03, 0.01])
     q = torch.tensor([0.05, 0.05, 0.40, 0.10, 0.10, 0.10, 0.10, 0.10])
     drafter = StaticTreeDrafter.__new__(StaticTreeDrafter)
-    drafter.width = 3
+    drafter.width, drafter.top_p = width, 1.0
     generator = torch.Generator().manual_seed(0)
     state = SimpleNamespace(sampling=SamplingConfig(temperature=1.0), generator=generator)
     counts = np.zeros(len(p))
     draws = 10_000
     for _ in range(draws):
         ranked = drafter._ranked_children(state, q)
-        tree = StaticTreeDrafter._tree(0, [t for t, _, _ in ranked], [-1] * 3, [v for _, v, _ in ranked],
+        tree = StaticTreeDrafter._tree(0, [t for t, _, _ in ranked], [-1] * width, [v for _, v, _ in ranked],
                                        [d for _, _, d in ranked])
         uniforms = torch.rand(5, generator=generator, dtype=torch.float64).numpy()
         result = ExactRule().bind(SAMPLING).walk(tree, np.stack([p] * 4), uniforms)

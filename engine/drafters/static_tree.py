@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from engine.core.config import InvalidInput
-from engine.core.sampling import filter_top_k_top_p
+from engine.core.sampling import draw, filter_top_k_top_p
 from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState
 from engine.drafters.eagle import EagleDrafter
@@ -135,10 +135,13 @@ class StaticTreeDrafter(EagleDrafter):
         if self.top_p < 1.0:
             q = filter_top_k_top_p(q.double().log()[None], 0, self.top_p)[0].softmax(-1)  # (V,) the nucleus
             width = min(width, int((q > 0).sum()))
-        drawn = torch.multinomial(q.double(), width, replacement=False, generator=state.generator)  # (width,)
         left = q.double() / q.double().sum()  # (V,)
+        if width == 1:  # one inverse-CDF draw: multinomial's exponential race over V costs several times more
+            drawn = [draw(left.numpy(), float(torch.rand((), generator=state.generator, dtype=torch.float64)))]
+        else:
+            drawn = torch.multinomial(left, width, replacement=False, generator=state.generator).tolist()  # (width,)
         ranked: list[tuple[int, float, torch.Tensor | None]] = []
-        for token in drawn.tolist():
+        for token in drawn:
             ranked.append((token, float(left[token]), left))
             left = left.clone()
             left[token] = 0.0
