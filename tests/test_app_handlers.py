@@ -196,3 +196,19 @@ def test_the_tree_settings_reach_the_dynamic_tree(runtime):
     lanes = stream(runtime, request)[-1].run_state.lanes
     # An untrained drafter never reaches a 0.95 chance: every tree stops after its first level.
     assert max(int(trace.tree_depths.max()) for trace in lanes[0].traces) == 1
+
+
+def test_cool_sd_runs_in_a_panel_with_its_settings_and_explains_its_time(runtime):
+    request = CompareRequest(class_name="green", k=8, methods=("vanilla", "eagle2", "cool_sd"), cool_w=3.0,
+                             draft_top_p=0.9, static_tree="0 0.0 0.0.0")
+    final = stream(runtime, request)[-1]
+    cool = final.run_state.lanes[2]
+    assert cool.method == "cool_sd" and cool.done and len(cool.tokens) == TINY_GPT.num_image_tokens
+    assert max(len(trace.tree_tokens) - 1 for trace in cool.traces) == 3  # the chain asked for
+    rows = final.statistics["methods"]
+    assert final.statistics["request"]["cool_w"] == 3.0 and final.statistics["request"]["draft_top_p"] == 0.9
+    for row, counters in zip(rows, final.counters):
+        split = row["ms_per_pass"]
+        assert abs(split["wall"] * (row["target_passes"] - 1) - row["wall_ms"]) <= 0.01 * row["wall_ms"] + 0.5
+        assert "time-split" in counters and "limit (MAL)" in counters
+    assert "Why accepted length is not speed" in final.teaching and "COOL-SD" in final.teaching
