@@ -33,6 +33,11 @@ def zeroed_copy(block: TransformerBlock) -> TransformerBlock:
     return new
 
 
+def new_layers(trained: int, factor: int) -> list[int]:
+    """The indices of the zeroed blocks `deepen` inserts: all but every `factor`-th."""
+    return [i for i in range(trained * factor) if i % factor]
+
+
 def deepen(model: GPT, factor: int) -> GPT:
     """`model` with `factor` times its layers: each trained block, then `factor - 1` zeroed copies."""
     if factor < 1:
@@ -60,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     model = load_module(args.source, GPTConfig, GPT)
     deeper = deepen(model, args.factor)
     extra = {k: v for k, v in read_metadata(args.source).items() if k != "config"}
+    extra["new_layers"] = new_layers(model.cfg.n_layer, args.factor)
     save_model(deeper, args.out, config=deeper.cfg, extra=extra, param_dtype=STORED_DTYPE)
     log.info("wrote %s: %d layers from %d", args.out, deeper.cfg.n_layer, model.cfg.n_layer)
 

@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only-new-layers", action="store_true",
+                        help="train only the blocks engine.train.deepen inserted (its weights' new_layers)")
     args = parser.parse_args(argv)
     config = {"target": TARGET, "sps": SPS_DRAFT}[args.model]
     run_dir = args.run_dir or Path("runs") / args.model
@@ -123,7 +125,19 @@ def main(argv: list[str] | None = None) -> None:
         else:  # other data: a new curve, from where these weights stand on it
             log.info("the held-out set differs from %s's; the held-out curve restarts", curve_source)
             curve = [[start, round(held_out_loss(model, held_codes, held_labels, args.bf16), 4)]]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
+    trained = model.parameters()
+    # The blocks engine.train.deepen inserted, as the weights say (carried on into what this run writes).
+    known = curve_source is not None and curve_source.exists()
+    inserted = read_metadata(curve_source).get("new_layers", []) if known else []
+    if args.only_new_layers:  # the trained blocks keep what they compute; the inserted ones learn
+        if not inserted:
+            raise SystemExit(f"--only-new-layers: {curve_source} names no new_layers (made by engine.train.deepen?)")
+        model.requires_grad_(False)
+        for index in inserted:
+            model.layers[index].requires_grad_(True)
+        trained = (p for p in model.parameters() if p.requires_grad)
+        log.info("training only the inserted blocks %s", inserted)
+    optimizer = torch.optim.AdamW(trained, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
 
     def train_step(step: int) -> str:
         index = torch.randint(0, len(codes), (args.batch,), generator=gen).numpy()
@@ -148,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
         save_model(model, partial, config=model.cfg, extra={"trained_steps": step, "held_out_curve": curve,
                                                                     "held_out_set": held_out_set,
                                                                     "class_names": CLASS_NAMES,
-                                                                    "image_sets": IMAGE_SETS},
+                                                                    "image_sets": IMAGE_SETS,
+                                                                    **({"new_layers": inserted} if inserted else {})},
                    param_dtype=STORED_DTYPE)
         partial.replace(out)
 
