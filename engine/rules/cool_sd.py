@@ -18,6 +18,8 @@ within a factor w_i of the argmax; the walk ends on the target's argmax. strengt
 """
 from __future__ import annotations
 
+from typing import Self
+
 import numpy as np
 
 from engine.core.config import SamplingConfig
@@ -34,14 +36,18 @@ def annealed_weights(strength: float, horizon: int, nu: float = NU) -> np.ndarra
     return 1.0 + (strength - 1.0) * horizon * decay / decay.sum()
 
 
-class _CoolSampling(Sampling):
-    """min(1, w p(x) / q(x)) at one depth's weight w."""
+class _AtDepth:
+    """A bound rule judging with one depth's weight w, which hands on the weight of any other depth."""
 
     def __init__(self, weights: np.ndarray, weight: float):
         self.weights, self.weight = weights, weight
 
-    def at_depth(self, depth: int) -> BoundRule:
+    def at_depth(self, depth: int) -> Self:
         return type(self)(self.weights, float(self.weights[min(depth, len(self.weights)) - 1]))
+
+
+class _CoolSampling(_AtDepth, Sampling):
+    """min(1, w p(x) / q(x)) at one depth's weight w."""
 
     def decide(self, judged: np.ndarray, token: int, q_dist: np.ndarray | None,
                uniform: float) -> tuple[float, bool]:
@@ -50,14 +56,8 @@ class _CoolSampling(Sampling):
         return prob, uniform < prob
 
 
-class _CoolGreedy(Greedy):
+class _CoolGreedy(_AtDepth, Greedy):
     """x passes when w p(x) reaches the largest p (exact greedy at w = 1)."""
-
-    def __init__(self, weights: np.ndarray, weight: float):
-        self.weights, self.weight = weights, weight
-
-    def at_depth(self, depth: int) -> BoundRule:
-        return type(self)(self.weights, float(self.weights[min(depth, len(self.weights)) - 1]))
 
     def decide(self, judged: np.ndarray, token: int, q_dist: np.ndarray | None,
                uniform: float) -> tuple[float, bool]:
