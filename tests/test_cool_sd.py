@@ -117,3 +117,16 @@ def test_the_exact_rule_stays_exact_on_truncated_drafts():
                            torch.rand(3, generator=gen, dtype=torch.float64).numpy())
 
     assert np.abs(empirical(once) - P).max() < TOLERANCE
+
+
+def test_greedy_cool_sd_at_w_one_draws_vanillas_picture_token_for_token(tiny_eagle):
+    from engine.commands.generate import generate
+    from engine.core.config import SamplingConfig
+    from engine.methods import MethodOptions
+
+    greedy = SamplingConfig(temperature=0.0)
+    vanilla = generate(tiny_eagle, "vanilla", greedy, 1, MethodOptions())
+    exact = generate(tiny_eagle, "cool_sd", greedy, 1, MethodOptions(cool_w=1.0))
+    relaxed = generate(tiny_eagle, "cool_sd", greedy, 1, MethodOptions(cool_w=6.0))
+    assert exact.tokens.tolist() == vanilla.tokens.tolist()
+    assert relaxed.mean_accepted_length >= exact.mean_accepted_length

@@ -1,8 +1,10 @@
-"""Speed-up: one definition for the benchmark, the sweep and the explorer's panels.
+"""Speed-up, and where a pass's time goes: one definition each for the benchmark, the sweep and the
+explorer's panels.
 
 A method's speed-up on an image is vanilla's time for that image (same class, seed and settings)
 over the method's. Over several images it is the median of the per-image ratios, so that machine
-load drifting during a run affects both sides of each ratio alike.
+load drifting during a run affects both sides of each ratio alike. A pass's time splits into the
+timers every trace carries (drafting, verifying, accepting) and the rest.
 """
 from __future__ import annotations
 
