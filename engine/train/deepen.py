@@ -38,6 +38,14 @@ def new_layers(trained: int, factor: int) -> list[int]:
     return [i for i in range(trained * factor) if i % factor]
 
 
+def train_only(model: GPT, layers: list[int]) -> list[torch.nn.Parameter]:
+    """Freeze every parameter but those of blocks `layers` (the inserted ones); return those."""
+    model.requires_grad_(False)
+    for index in layers:
+        model.layers[index].requires_grad_(True)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 def deepen(model: GPT, factor: int) -> GPT:
     """`model` with `factor` times its layers: each trained block, then `factor - 1` zeroed copies."""
     if factor < 1:

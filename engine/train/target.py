@@ -42,6 +42,7 @@ from engine.train.common import (
     fit,
     setup_logging,
 )
+from engine.train.deepen import train_only
 
 log = logging.getLogger("engine.train.target")
 
@@ -132,10 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.only_new_layers:  # the trained blocks keep what they compute; the inserted ones learn
         if not inserted:
             raise SystemExit(f"--only-new-layers: {curve_source} names no new_layers (made by engine.train.deepen?)")
-        model.requires_grad_(False)
-        for index in inserted:
-            model.layers[index].requires_grad_(True)
-        trained = (p for p in model.parameters() if p.requires_grad)
+        trained = train_only(model, inserted)
         log.info("training only the inserted blocks %s", inserted)
     optimizer = torch.optim.AdamW(trained, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
 
