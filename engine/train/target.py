@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         else:  # other data: a new curve, from where these weights stand on it
             log.info("the held-out set differs from %s's; the held-out curve restarts", curve_source)
             curve = [[start, round(held_out_loss(model, held_codes, held_labels, args.bf16), 4)]]
-    trained = model.parameters()
+    trained = list(model.parameters())
     # The blocks engine.train.deepen inserted, as the weights say (carried on into what this run writes).
     known = curve_source is not None and curve_source.exists()
     inserted = read_metadata(curve_source).get("new_layers", []) if known else []
