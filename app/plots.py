@@ -204,7 +204,7 @@ def frontier_figure(frontier: dict, title: str) -> go.Figure:
     vanilla = frontier.get("vanilla") or {}
     measures = [m for m in QUALITY_MEASURES if any(p.get(m[0]) is not None
                                                    for s in frontier["series"] for p in s["points"])]
-    for index, (key, interval, name, _) in enumerate(measures):
+    for index, (key, interval, name) in enumerate(measures):
         for number, series in enumerate(frontier["series"]):
             shown = [p for p in series["points"] if p.get(key) is not None]
             knob = series["knob"]
@@ -227,7 +227,7 @@ def frontier_figure(frontier: dict, title: str) -> go.Figure:
     buttons = [dict(label=name, method="update",
                     args=[{"visible": [i // traces_per_measure == index for i in range(len(fig.data))]},
                           {"yaxis.title.text": name, "shapes": band(key, interval)}])
-               for index, (key, interval, name, _) in enumerate(measures)]
+               for index, (key, interval, name) in enumerate(measures)]
     if measures:
         fig.update_layout(shapes=band(measures[0][0], measures[0][1]), yaxis_title=measures[0][2],
                           updatemenus=[dict(buttons=buttons, x=0, xanchor="left", y=1.0, yanchor="bottom",

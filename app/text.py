@@ -52,13 +52,13 @@ def time_split_html(row: dict) -> str:
     wall = split["wall"]
     if wall <= 0:
         return ""
-    shares = {part: max(0.0, split[part]) / wall for part in _SPLIT_COLOURS}
+    parts = [(part, colour, max(0.0, split[part]) / wall) for part, colour in _SPLIT_COLOURS.items()]
     bar = "".join(f'<span class="split-{part}" title="{part}: {split[part]:.2f} ms a pass, {share:.0%}" '
                   f'style="height:100%;width:{share * 100:.2f}%;background:{colour}"></span>'
-                  for (part, share), colour in zip(shares.items(), _SPLIT_COLOURS.values()))
+                  for part, colour, share in parts)
     legend = " · ".join(f'<span style="color:{colour}">■</span> {part} <span class="split-ms" data-part="{part}" '
                         f'data-ms="{split[part]:.3f}">{split[part]:.2f}</span> ms ({share:.0%})'
-                        for (part, share), colour in zip(shares.items(), _SPLIT_COLOURS.values()))
+                        for part, colour, share in parts)
     return (f'<div class="time-split" data-wall-ms="{row["wall_ms"]}" data-passes="{max(1, row["target_passes"] - 1)}" '
             'style="margin-top:4px;font-size:0.75em">'
             f'<div style="display:flex;height:10px;border-radius:4px;overflow:hidden;background:#eee">{bar}</div>'

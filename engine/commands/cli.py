@@ -93,6 +93,11 @@ def _options(args) -> MethodOptions:
                          gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)
 
 
+def _check_images(n_images: int) -> None:
+    if n_images < 1:
+        raise InvalidInput(f"n-images {n_images} is out of range; allowed: 1 or more")
+
+
 def _load_model(args) -> ImageModel:
     if args.threads < 1:
         raise InvalidInput(f"threads {args.threads} is out of range; allowed: 1 or more")
@@ -124,8 +129,7 @@ def cmd_bench(args) -> None:
     from engine.commands.bench import format_table, run_repeats, summarise
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if args.n_images < 1:
-        raise InvalidInput(f"n-images {args.n_images} is out of range; allowed: 1 or more")
+    _check_images(args.n_images)
     if args.repeats < 1:
         raise InvalidInput(f"repeats {args.repeats} is out of range; allowed: 1 or more")
     model = _load_model(args)
@@ -184,8 +188,7 @@ def cmd_chain_cost(args) -> None:
     from engine.commands.sweep import parse_grid
 
     depths = parse_grid(args.depths, int)
-    if args.n_images < 1:
-        raise InvalidInput(f"n-images {args.n_images} is out of range; allowed: 1 or more")
+    _check_images(args.n_images)
     model = _load_model(args)
     with tqdm(total=len(set(depths)) * args.n_images * 2, desc="chains", unit="image", file=sys.stderr) as bar:
         costs = chain_costs(model, args.method, depths, _sampling(args), args.n_images, _options(args), bar)
@@ -207,8 +210,7 @@ def cmd_frontier(args) -> None:
 
     from engine.commands.frontier import fastest_inside_vanilla, run_frontier, series_for
 
-    if args.n_images < 1:
-        raise InvalidInput(f"n-images {args.n_images} is out of range; allowed: 1 or more")
+    _check_images(args.n_images)
     sampling = _sampling(args)
     series = series_for(sampling, [name.strip() for name in args.series.split(";") if name.strip()])
     model = _load_model(args)

@@ -11,19 +11,17 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.commands.bench import run_methods, summarise
-from engine.commands.sweep import SWEEP_FIELDS
+from engine.commands.sweep import measure_point
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.evaluation.speed import BASELINE
 from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
 
-# The quality measures a frontier chart can put against speed-up: key, interval key, axis title, and
-# whether higher is better.
-QUALITY_MEASURES = (("class_accuracy", "class_accuracy_ci", "class accuracy", True),
-                    ("fid_proxy", "fid_proxy_ci", "fid_proxy (lower is better)", False),
-                    ("low_p_share", "low_p_share_ci", "share of tokens with p < 1e-4", False),
-                    ("logp_gap", "logp_gap_ci", "log p per token vs vanilla", True))
+# The quality measures a frontier chart can put against speed-up: key, interval key, axis title.
+QUALITY_MEASURES = (("class_accuracy", "class_accuracy_ci", "class accuracy"),
+                    ("fid_proxy", "fid_proxy_ci", "fid_proxy (lower is better)"),
+                    ("low_p_share", "low_p_share_ci", "share of tokens with p < 1e-4"),
+                    ("logp_gap", "logp_gap_ci", "log p per token vs vanilla"))
 
 
 @dataclass(frozen=True)
@@ -72,15 +70,16 @@ def series_for(sampling: SamplingConfig, names: list[str] | None = None) -> list
 
 def run_frontier(model: ImageModel, sampling: SamplingConfig, n_images: int, base: MethodOptions,
                  series: list[Series], progress=None, classifier=None) -> dict:
-    """One benchmark per (series, knob value); vanilla's own quality from the first of them."""
+    """One benchmark per (series, knob value); vanilla's own quality from the first of them (its images
+    are the same at every point, so they are scored once)."""
     out, reference = [], None
     for item in series:
         points = []
         for value in item.values:
-            runs = run_methods(model, [item.method], sampling, n_images, item.options(base, value), progress)
-            results = summarise(model, runs, sampling, [BASELINE, item.method], classifier)
-            reference = reference or {key: results[BASELINE][key] for key in SWEEP_FIELDS}
-            points.append({item.knob: value, **{key: results[item.method][key] for key in SWEEP_FIELDS}})
+            results = measure_point(model, item.method, sampling, n_images, item.options(base, value), progress,
+                                    classifier, with_vanilla=reference is None)
+            reference = reference or results[BASELINE]
+            points.append({item.knob: value, **results[item.method]})
         out.append({"label": item.label, "method": item.method, "knob": item.knob, "fixed": item.fixed,
                     "points": points})
     return {"config": {"n_images": n_images, "temperature": sampling.temperature, "cfg": sampling.cfg_scale,
@@ -91,7 +90,7 @@ def run_frontier(model: ImageModel, sampling: SamplingConfig, n_images: int, bas
 def inside_vanilla(point: dict, vanilla: dict) -> bool:
     """Whether a point's quality lies inside vanilla's 95 % intervals on class accuracy, fid_proxy
     and the low-p share (each measure the point and vanilla both have)."""
-    for key, interval, _, _ in QUALITY_MEASURES[:3]:
+    for key, interval, _ in QUALITY_MEASURES[:3]:
         if point.get(key) is None or vanilla.get(interval) is None:
             continue
         low, high = vanilla[interval]

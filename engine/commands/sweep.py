@@ -7,6 +7,7 @@ from pathlib import Path
 
 from engine.commands.bench import run_methods, summarise
 from engine.core.config import SamplingConfig
+from engine.evaluation.speed import BASELINE
 from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions
 
@@ -20,6 +21,16 @@ def parse_grid(text: str, cast) -> list:
     return [cast(v) for v in text.split(",") if v.strip()]
 
 
+def measure_point(model: ImageModel, method: str, sampling: SamplingConfig, n_images: int, options: MethodOptions,
+                  progress=None, classifier=None, with_vanilla: bool = False) -> dict[str, dict]:
+    """One benchmark of `method` at `options`, interleaved with its own vanilla runs: the SWEEP_FIELDS
+    of the method and, if `with_vanilla`, of vanilla's images too (scored only when asked for)."""
+    runs = run_methods(model, [method], sampling, n_images, options, progress)
+    measured = [BASELINE, method] if with_vanilla else [method]
+    results = summarise(model, runs, sampling, measured, classifier)
+    return {name: {key: results[name][key] for key in SWEEP_FIELDS} for name in measured}
+
+
 def run_sweep(model: ImageModel, sampling: SamplingConfig, n_images: int, base: MethodOptions,
               deltas: list[float], ks: list[int], method: str = "lantern", progress=None,
               classifier=None) -> dict:
@@ -28,9 +39,8 @@ def run_sweep(model: ImageModel, sampling: SamplingConfig, n_images: int, base: 
     for k in ks:
         for delta in deltas:
             options = dataclasses.replace(base, delta=delta, k=k)
-            runs = run_methods(model, [method], sampling, n_images, options, progress)
-            result = summarise(model, runs, sampling, [method], classifier)[method]
-            points.append({"delta": delta, "k": k, **{key: result[key] for key in SWEEP_FIELDS}})
+            result = measure_point(model, method, sampling, n_images, options, progress, classifier)[method]
+            points.append({"delta": delta, "k": k, **result})
     return {"config": {"method": method, "n_images": n_images, "temperature": sampling.temperature,
                        "cfg": sampling.cfg_scale, "seed": sampling.seed,
                        "tree": dataclasses.asdict(base.tree)},
