@@ -1,5 +1,7 @@
 """Drafter training data and measurements on tiny random models: self-sampled sequences with their
 features, the CFG-guided loss, held-out agreement, and drafter files that say their inputs."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -9,7 +11,7 @@ from engine.drafters.eagle_net import EagleNet, load_eagle_net
 from engine.loading.embedded import EAGLE_FILE, load_embedded_drafters
 from engine.model.weights import save_model
 from engine.train.agreement import agreement
-from engine.train.drafter import batch_split, drafter_loss
+from engine.train.drafter import batch_split, drafter_loss, initial_drafter
 from engine.train.features import sample_with_features, sequence_features
 from tests.conftest import TINY_GPT, tiny_gpt
 
@@ -88,3 +90,16 @@ def test_batches_draw_the_sampled_share_when_both_kinds_of_sequences_are_used():
     assert batch_split({"real": {}, "sampled": {}}, 8, 0.75) == {"sampled": 6, "real": 2}
     assert batch_split({"real": {}}, 8, 0.75) == {"real": 8}
     assert batch_split({"sampled": {}}, 8, 0.75) == {"sampled": 8}
+
+
+def test_a_drafter_starts_from_the_one_of_the_target_it_grew_from_when_the_shapes_fit(tmp_path):
+    torch.manual_seed(0)
+    net = EagleNet(TINY_GPT, above=True)
+    save_model(net, tmp_path / EAGLE_FILE, config=TINY_GPT, extra={"trained_steps": 1, "above": True})
+    deeper = dataclasses.replace(TINY_GPT, n_layer=4)  # a deepened target: same width and heads
+    start = initial_drafter(tmp_path / EAGLE_FILE, deeper)
+    assert start.training and start.fc_above is not None
+    for key, value in net.state_dict().items():
+        assert torch.equal(start.state_dict()[key], value)
+    with pytest.raises(SystemExit, match="width 64, heads 4"):
+        initial_drafter(tmp_path / EAGLE_FILE, dataclasses.replace(TINY_GPT, dim=128, n_head=8))

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 
 from engine.core.config import SamplingConfig
 from engine.core.sampling import combine_cfg
-from engine.drafters.eagle_net import EagleNet, training_forward
+from engine.drafters.eagle_net import EagleNet, load_eagle_net, training_forward
 from engine.loading.embedded import ASSETS, EAGLE_FILE, load_embedded_target
+from engine.model.gpt import GPTConfig
 from engine.model.weights import save_model
 from engine.train.agreement import heldout_agreement
 from engine.train.common import DATA_DIR, STORED_DTYPE, features_dir, fit, setup_logging
@@ -80,6 +81,17 @@ def batch_split(sources: dict, pairs: int, sampled_share: float) -> dict[str, in
     return {"sampled": sampled, "real": pairs - sampled}
 
 
+def initial_drafter(path: Path, cfg: GPTConfig) -> EagleNet:
+    """The drafter in `path`, to train on: its block must have the target's width and heads (a
+    deepened target keeps them, so the drafter of the target it grew from fits)."""
+    net = load_eagle_net(path)
+    if (net.cfg.dim, net.cfg.n_head, net.cfg.vocab_size) != (cfg.dim, cfg.n_head, cfg.vocab_size):
+        raise SystemExit(f"--init {path}: its width {net.cfg.dim}, heads {net.cfg.n_head} and vocabulary "
+                         f"{net.cfg.vocab_size} differ from the target's ({cfg.dim}, {cfg.n_head}, {cfg.vocab_size})")
+    log.info("starting from the drafter in %s", path)
+    return net.train()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/drafter"))
@@ -96,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init", type=Path, default=None,
+                        help="a drafter to start from, such as the one trained on the target this one grew from")
     parser.add_argument("--eval-images", type=int, default=240, help="held-out images for the final agreement")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--assets", type=Path, default=ASSETS,
@@ -119,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     per_batch = batch_split(sources, args.batch // 2, args.sampled_share)
     log.info("training on %s sequences (per batch: %s), both CFG rows of each",
              {source: len(data["tokens"]) for source, data in sources.items()}, per_batch)
-    net = EagleNet(target.cfg, above=args.above)
+    net = EagleNet(target.cfg, above=args.above) if args.init is None else initial_drafter(args.init, target.cfg)
     optimizer = torch.optim.AdamW(net.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
 
     def train_step(step: int) -> str:
@@ -136,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         return f"loss {loss.item():.4f} top-1 agreement {top1:.3f}"
 
     def save(step: int) -> None:
-        save_model(net, out, config=target.cfg, extra={"trained_steps": step, "above": args.above},
+        save_model(net, out, config=target.cfg, extra={"trained_steps": step, "above": net.fc_above is not None},
                    param_dtype=STORED_DTYPE)
 
     fit(net, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=50,
