@@ -51,7 +51,7 @@ class EagleNet(nn.Module):
             inputs = torch.cat([token_embeddings, features, above_embeddings], dim=-1)  # (R, T, 3D)
             h = torch.addmm(self.fc.bias, inputs.flatten(0, 1), self._joined_input_weight(self.fc_above).t())
             h = h.view(*inputs.shape[:2], -1)  # (R, T, D)
-        return self.layer(h, rope, 0, cache, slots, mask)
+        return self.layer.forward(h, rope, 0, cache, slots, mask)  # no hooks: skip Module.__call__
 
     def _joined_input_weight(self, fc_above: nn.Linear) -> torch.Tensor:
         """[fc | fc_above] as one (D, 3D) weight, rebuilt when either changes."""

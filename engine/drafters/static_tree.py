@@ -127,25 +127,27 @@ class StaticTreeDrafter(EagleDrafter):
         distribution it was drawn from). Greedy: the top-k. Sampling: draws without replacement, as
         EAGLE-1 does; the r-th draw comes from q with the earlier draws removed, which is what the
         acceptance rule must judge it against."""
-        possible = int((q > 0).sum())
-        width = min(self.width, possible)
+        # A distribution has at least one possible token, so a chain need not count them.
+        width = 1 if self.width == 1 else min(self.width, int((q > 0).sum()))
         if state.sampling.greedy:
             top_q, top_tokens = q.topk(width)  # (width,)
             return [(int(t), float(p), None) for t, p in zip(top_tokens, top_q)]
         if self.top_p < 1.0:
             q = filter_top_k_top_p(q.double().log()[None], 0, self.top_p)[0].softmax(-1)  # (V,) the nucleus
             width = min(width, int((q > 0).sum()))
-        left = q.double() / q.double().sum()  # (V,)
+        q64 = q.double()  # (V,)
+        left = q64 / q64.sum()  # (V,)
         if width == 1:  # one inverse-CDF draw: multinomial's exponential race over V costs several times more
             drawn = [draw(left.numpy(), float(torch.rand((), generator=state.generator, dtype=torch.float64)))]
         else:
             drawn = torch.multinomial(left, width, replacement=False, generator=state.generator).tolist()  # (width,)
         ranked: list[tuple[int, float, torch.Tensor | None]] = []
-        for token in drawn:
+        for rank, token in enumerate(drawn):
             ranked.append((token, float(left[token]), left))
-            left = left.clone()
-            left[token] = 0.0
-            left = left / left.sum() if left.sum() > 0 else left
+            if rank + 1 < len(drawn):  # the next draw's distribution: this token removed
+                left = left.clone()
+                left[token] = 0.0
+                left = left / left.sum() if left.sum() > 0 else left
         return ranked
 
     @staticmethod
