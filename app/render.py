@@ -10,14 +10,16 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from engine.core.trace import StepTrace
+from engine.evaluation.quality import LOW_P
 
 DISPLAY = 256  # pixels per side of the pictures the page shows, at least
 PENDING = np.array([52, 57, 68], np.uint8)  # cells not generated yet
 PENDING_EDGE = np.array([70, 76, 90], np.uint8)
 
-# Acceptance map codes and their colours.
-NOT_YET, DRAFTED, BONUS = 0, 1, 2
-MAP_COLOURS = np.array([[43, 48, 59], [46, 196, 120], [245, 166, 35]], np.uint8)  # (3, RGB)
+# Acceptance map codes and their colours. UNLIKELY marks an accepted draft the target gives less
+# than LOW_P: the speckle a relaxed rule lets in, which the benchmark counts as low_p_share.
+NOT_YET, DRAFTED, BONUS, UNLIKELY = 0, 1, 2, 3
+MAP_COLOURS = np.array([[43, 48, 59], [46, 196, 120], [245, 166, 35], [232, 62, 140]], np.uint8)  # (4, RGB)
 HIGHLIGHT = np.array([255, 255, 255], np.uint8)
 
 
@@ -74,12 +76,19 @@ def grey_out(image: np.ndarray, known: np.ndarray, size: int | None = None) -> n
 
 
 def acceptance_codes(traces: Sequence[StepTrace], total: int, upto: int | None = None) -> np.ndarray:
-    """(total,) int8 per raster position: NOT_YET, DRAFTED (an accepted draft) or BONUS (the
-    token the target itself drew at the end of a pass: a bonus or correction), after step `upto`."""
+    """(total,) int8 per raster position: NOT_YET, DRAFTED (an accepted draft), UNLIKELY (an
+    accepted draft the target, as decoded, gives p < LOW_P) or BONUS (the token the target itself
+    drew at the end of a pass: a bonus or correction), after step `upto`."""
     codes = np.full(total, NOT_YET, np.int8)
     for trace in traces[: None if upto is None else upto + 1]:
+        # The accepted drafts' target probabilities, root to leaf, as the new tokens list them.
+        tested_p = {v.node: v.token_prob for v in trace.verdicts}
+        accepted_p = iter([tested_p.get(node, 1.0) for node in trace.accepted_nodes])
         for position, from_draft in zip(trace.new_positions, trace.bonus_from_draft):
-            codes[position] = DRAFTED if from_draft else BONUS
+            if not from_draft:
+                codes[position] = BONUS
+                continue
+            codes[position] = UNLIKELY if next(accepted_p, 1.0) < LOW_P else DRAFTED
     return codes
 
 

@@ -78,7 +78,8 @@ def intro_markdown(metadata: dict) -> str:
     return ("# LANTERN Explorer\nWatch an image autoregressive model paint 256 tokens, once plainly and "
             "twice with speculative decoding, side by side. The panels race on the same class and seed; each "
             "method's clock counts only its own work. Green cells were accepted drafts, amber ones the "
-            "target's own draw (a bonus or a correction). The embedded model is small and runs on a CPU: "
+            "target's own draw (a bonus or a correction), pink ones drafts the target itself would almost "
+            "never draw (p < 1e-4), let in by a relaxed rule. The embedded model is small and runs on a CPU: "
             f"{', '.join(words)} (credits in the README).")
 
 

@@ -52,6 +52,7 @@ body.comparing #results::before { content: "Previous run: these update when the 
 """
 LEGEND = ('<div class="legend" style="font-size:0.85em">Each panel: the picture (click a token to inspect it), '
           'then its acceptance map:<span style="background:#2ec478"></span>accepted draft'
+          '<span style="background:#e83e8c"></span>accepted draft the target gives p &lt; 1e-4 (a speck)'
           '<span style="background:#f5a623"></span>bonus / correction<span style="background:#2b303b"></span>not yet'
           '</div>')
 

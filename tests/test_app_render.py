@@ -1,4 +1,6 @@
 """Pictures and token details drawn from real traces of the tiny random model."""
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -8,6 +10,7 @@ from app.detail import first_position, token_detail
 from app.lanes import run_to_end
 from engine.core.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
+from engine.evaluation.quality import LOW_P
 from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT
 
@@ -126,3 +129,22 @@ def test_grids_that_do_not_divide_256_draw_whole_cells():
     assert render.acceptance_map(np.zeros(grid * grid, np.int8), grid).shape == (264, 264, 3)
     assert render.position_of_pixel(287, 287, grid, 288) == grid * grid - 1
     assert render.position_of_pixel(12, 0, grid, 288) == 1
+
+
+def test_accepted_drafts_the_target_finds_unlikely_are_marked(lanes):
+    trace = next(t for lane in lanes[1:] for t in lane.traces if t.accepted_nodes)
+    first = trace.accepted_nodes[0]
+    position = trace.new_positions[0]  # where the first accepted draft went
+    before = render.acceptance_codes([trace], TOTAL)
+    unlikely = dataclasses.replace(trace, verdicts=[dataclasses.replace(v, token_prob=LOW_P / 2) if v.node == first
+                                                    else v for v in trace.verdicts])
+    after = render.acceptance_codes([unlikely], TOTAL)
+    assert after[position] == render.UNLIKELY
+    others = np.arange(TOTAL) != position
+    assert np.array_equal(after[others], before[others])
+    likely = dataclasses.replace(trace, verdicts=[dataclasses.replace(v, token_prob=1.0) for v in trace.verdicts])
+    assert render.acceptance_codes([likely], TOTAL)[position] == render.DRAFTED
+    cell = 64 // GRID
+    picture = render.acceptance_map(after, GRID, size=64)
+    row, col = divmod(position, GRID)
+    assert np.array_equal(picture[row * cell + cell // 2, col * cell + cell // 2], render.MAP_COLOURS[render.UNLIKELY])
