@@ -9,6 +9,7 @@ import numpy as np
 from app.detail import TokenDetail
 from app.lanes import Lane, lane_speedup, summary
 from app.request import CompareRequest
+from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN
 from engine.evaluation.speed import BASELINE
 from engine.methods import METHODS
 
@@ -248,7 +249,8 @@ def _more_methods() -> list[str]:
         "onto x and runs the exact rule on that distribution, so each step moves at most delta.",
         "**LANTERN++** drafts a static tree with the EAGLE drafter (its **static tree** lists paths of draft "
         "ranks: `0 1 0.0` is the best and second-best token, then the best after the best; left empty, "
-        "each method drafts its own chain, 16 deep for LANTERN's rules and 6 for EAGLE) and bounds A's "
+        f"each method drafts its own chain, {len(RELAXED_CHAIN)} deep for LANTERN's rules and {len(EXACT_CHAIN)} "
+        "for EAGLE) and bounds A's "
         "mass by (**lambda** - 1) p(x) instead of delta, so a likely draft may borrow more than an unlikely one. "
         "EAGLE drafts the same static tree under the exact rule: LANTERN++'s lossless baseline, and "
         "*LANTERN (static tree)* judges it with LANTERN's delta. When sampling, a static tree samples its "

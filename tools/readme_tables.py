@@ -26,10 +26,12 @@ def _gap(entry: dict, spec: str, interval_spec: str) -> str:
     return f"{format(entry['logp_gap'], spec)} {_interval(entry['logp_gap_ci'], interval_spec)}"
 
 
-def method_table(sampling: dict[str, dict], greedy: dict[str, dict]) -> str:
-    """One row per method: the sampling run's speed, acceptance and quality, the greedy run's speed."""
-    rows = ["| method | sampling, delta 0.4: speed-up / MAL / accept p / class acc. [95 % CI] / fid_proxy "
-            "[95 % CI] / log p gap [95 % CI] | greedy, delta 0.2: speed-up [min-max] / MAL / = vanilla |",
+def method_table(sampling: dict[str, dict], greedy: dict[str, dict], deltas: tuple[float, float]) -> str:
+    """One row per method: the sampling run's speed, acceptance and quality, the greedy run's speed;
+    `deltas` are LANTERN's delta in the sampling and the greedy run."""
+    rows = [f"| method | sampling, delta {deltas[0]:g}: speed-up / MAL / accept p / class acc. [95 % CI] / "
+            "fid_proxy [95 % CI] / log p gap [95 % CI] / p < 1e-4 share [95 % CI] | "
+            f"greedy, delta {deltas[1]:g}: speed-up [min-max] / MAL / = vanilla |",
             "|---|---|---|"]
     for name, s in sampling.items():
         g = greedy[name]
@@ -40,7 +42,8 @@ def method_table(sampling: dict[str, dict], greedy: dict[str, dict]) -> str:
                         else f"{g['speedup']:.2f}x [{g['speedup_min']:.2f}-{g['speedup_max']:.2f}]")
         rows.append(f"| `{name}` | {s['speedup']:.2f}x / {s['mal']:.2f} / {accept} / {s['class_accuracy']:.3f} "
                     f"{_interval(s['class_accuracy_ci'])} / {s['fid_proxy']:.2f} {_interval(s['fid_proxy_ci'])} / "
-                    f"{gap} | {greedy_speed} / {g['mal']:.2f} / {same} |")
+                    f"{gap} / {s['low_p_share']:.3f} {_interval(s['low_p_share_ci'], '.3f')} | "
+                    f"{greedy_speed} / {g['mal']:.2f} / {same} |")
     return "\n".join(rows)
 
 
@@ -55,16 +58,15 @@ def cost_table(sampling: dict[str, dict], greedy: dict[str, dict]) -> str:
     return "\n".join(rows)
 
 
-def sweep_table(static: list[dict], dynamic: list[dict]) -> str:
-    """One row per delta: the static chain's speed and quality, the dynamic tree's beside it."""
+def sweep_table(static: list[dict]) -> str:
+    """One row per delta of the static chain's sampling sweep: speed and quality."""
     rows = ["| delta | `lantern_static`, sampling: speed-up / MAL / class acc. [95 % CI] / fid_proxy [95 % CI] / "
-            "log p gap [95 % CI] | `lantern`, sampling: speed-up / MAL / class acc. / log p gap |",
-            "|---|---|---|"]
-    for a, b in zip(static, dynamic, strict=True):
+            "log p gap [95 % CI] / p < 1e-4 share [95 % CI] |",
+            "|---|---|"]
+    for a in static:
         rows.append(f"| {a['delta']:g} | {a['speedup']:.2f}x / {a['mal']:.2f} / {a['class_accuracy']:.2f} "
                     f"{_interval(a['class_accuracy_ci'])} / {a['fid_proxy']:.1f} {_interval(a['fid_proxy_ci'], '.1f')}"
-                    f" / {_gap(a, '+.2f', '.2f')} | {b['speedup']:.2f}x / {b['mal']:.2f} / "
-                    f"{b['class_accuracy']:.2f} / {_gap(b, '+.2f', '.2f')} |")
+                    f" / {_gap(a, '+.2f', '.2f')} / {a['low_p_share']:.3f} {_interval(a['low_p_share_ci'], '.3f')} |")
     return "\n".join(rows)
 
 
@@ -73,10 +75,11 @@ def render(assets: Path = ASSETS) -> list[str]:
     def load(path: Path):
         return json.loads(path.read_text())
 
-    sampling, greedy = load(assets / SAMPLING_BENCH)["methods"], load(assets / GREEDY_BENCH)["methods"]
-    static, dynamic = (load(sweep_path(method, greedy=False, assets=assets))["points"]
-                       for method in ("lantern_static", "lantern"))
-    return [method_table(sampling, greedy), cost_table(sampling, greedy), sweep_table(static, dynamic)]
+    sampling_run, greedy_run = load(assets / SAMPLING_BENCH), load(assets / GREEDY_BENCH)
+    sampling, greedy = sampling_run["methods"], greedy_run["methods"]
+    deltas = (sampling_run["config"]["delta"], greedy_run["config"]["delta"])
+    static = load(sweep_path("lantern_static", greedy=False, assets=assets))["points"]
+    return [method_table(sampling, greedy, deltas), cost_table(sampling, greedy), sweep_table(static)]
 
 
 def main(argv: list[str] | None = None) -> None:
