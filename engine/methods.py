@@ -213,8 +213,8 @@ METHODS: dict[str, Method] = {
                        "tree) instead, whose sampled drafts suit the rule."),
         Method("lantern_static", "LANTERN (static tree)", False, _lantern_static, "eagle",
                ("delta", *LANTERN_PARAMS, "static_tree", "draft_top_p"),
-               summary="LANTERN's rule on a fixed chain of 8 drafts, sampled from the drafter when sampling "
-                       "(the official code's static-tree mode)."),
+               summary=f"LANTERN's rule on a fixed chain of {len(RELAXED_CHAIN)} drafts, sampled from the drafter "
+                       "when sampling (the official code's static-tree mode)."),
         Method("lantern_pp", "LANTERN++", False, _lantern_pp, "eagle",
                ("lantern_lambda", *LANTERN_PARAMS, "static_tree", "draft_top_p"),
                summary="LANTERN on a static chain with the credit bounded by (lambda - 1) p(x) instead of "

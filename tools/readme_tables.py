@@ -26,6 +26,10 @@ def _gap(entry: dict, spec: str, interval_spec: str) -> str:
     return f"{format(entry['logp_gap'], spec)} {_interval(entry['logp_gap_ci'], interval_spec)}"
 
 
+def _low_p(entry: dict) -> str:
+    return f"{entry['low_p_share']:.3f} {_interval(entry['low_p_share_ci'], '.3f')}"
+
+
 def method_table(sampling: dict[str, dict], greedy: dict[str, dict], deltas: tuple[float, float]) -> str:
     """One row per method: the sampling run's speed, acceptance and quality, the greedy run's speed;
     `deltas` are LANTERN's delta in the sampling and the greedy run."""
@@ -42,7 +46,7 @@ def method_table(sampling: dict[str, dict], greedy: dict[str, dict], deltas: tup
                         else f"{g['speedup']:.2f}x [{g['speedup_min']:.2f}-{g['speedup_max']:.2f}]")
         rows.append(f"| `{name}` | {s['speedup']:.2f}x / {s['mal']:.2f} / {accept} / {s['class_accuracy']:.3f} "
                     f"{_interval(s['class_accuracy_ci'])} / {s['fid_proxy']:.2f} {_interval(s['fid_proxy_ci'])} / "
-                    f"{gap} / {s['low_p_share']:.3f} {_interval(s['low_p_share_ci'], '.3f')} | "
+                    f"{gap} / {_low_p(s)} | "
                     f"{greedy_speed} / {g['mal']:.2f} / {same} |")
     return "\n".join(rows)
 
@@ -66,7 +70,7 @@ def sweep_table(static: list[dict]) -> str:
     for a in static:
         rows.append(f"| {a['delta']:g} | {a['speedup']:.2f}x / {a['mal']:.2f} / {a['class_accuracy']:.2f} "
                     f"{_interval(a['class_accuracy_ci'])} / {a['fid_proxy']:.1f} {_interval(a['fid_proxy_ci'], '.1f')}"
-                    f" / {_gap(a, '+.2f', '.2f')} / {a['low_p_share']:.3f} {_interval(a['low_p_share_ci'], '.3f')} |")
+                    f" / {_gap(a, '+.2f', '.2f')} / {_low_p(a)} |")
     return "\n".join(rows)
 
 
