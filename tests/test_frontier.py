@@ -27,8 +27,10 @@ def test_series_suit_the_mode_and_every_setting_is_checked_first():
 def test_a_frontier_is_measured_point_by_point_and_read_back(tiny_eagle, tmp_path):
     series = [Series("COOL-SD", "cool_sd", "cool_w", (1.0, 4.0)),
               Series("LANTERN (paper)", "lantern_static", "delta", (0.0, 0.3), {"lantern_variant": "paper", "k": 8})]
-    frontier = run_frontier(tiny_eagle, SAMPLING, 2, MethodOptions(k=8), series, classifier=tiny_classifier())
+    frontier = run_frontier(tiny_eagle, SAMPLING, 2, MethodOptions(k=8), series, classifier=tiny_classifier(),
+                            speed_images=1)
     assert [s["label"] for s in frontier["series"]] == ["COOL-SD", "LANTERN (paper)"]
+    assert frontier["config"]["n_images"] == 2 and frontier["config"]["speed_images"] == 1
     cool = frontier["series"][0]["points"]
     assert [p["cool_w"] for p in cool] == [1.0, 4.0]
     assert all(key in p for p in cool for key in ("speedup", "mal", "class_accuracy", "low_p_share", "low_p_share_ci"))
@@ -47,6 +49,12 @@ def test_a_frontier_is_measured_point_by_point_and_read_back(tiny_eagle, tmp_pat
     assert traces == 2 and sum(trace.visible for trace in figure.data) == 2
     none, note = frontier_view.frontier_chart(0.0, tmp_path)
     assert none is None and "No greedy frontier" in note
+
+
+def test_a_frontier_times_no_more_images_than_it_decodes(tiny_eagle):
+    series = [Series("COOL-SD", "cool_sd", "cool_w", (1.0,))]
+    with pytest.raises(InvalidInput, match="speed-images 3 is out of range; allowed: 1 to n-images \\(2\\)"):
+        run_frontier(tiny_eagle, SAMPLING, 2, MethodOptions(k=8), series, speed_images=3)
 
 
 def test_the_fastest_setting_inside_vanillas_intervals():

@@ -87,12 +87,21 @@ def _timing(repeats: list[dict[str, list[Generation]]], name: str) -> dict:
     }
 
 
+def target_scores(model: ImageModel, gens: list[Generation], sampling: SamplingConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The target's mean log p per token and share of tokens below LOW_P, image by image: (n,) each."""
+    token_logp = target_token_logp(model.target, np.stack([g.tokens for g in gens]),
+                                   np.array([g.class_id for g in gens]), sampling.cfg_scale)  # (n, N)
+    return target_logp(token_logp), low_p_shares(token_logp)
+
+
 def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: SamplingConfig,
               requested: list[str], classifier=None,
-              repeats: list[dict[str, list[Generation]]] | None = None, progress=None) -> dict[str, dict]:
+              repeats: list[dict[str, list[Generation]]] | None = None, progress=None,
+              scored: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, dict]:
     """Per method: MAL, acceptance and quality from `runs`; timings over `repeats` (all the
-    repeats, `runs` among them; just `runs` when not given). `progress` (a tqdm bar) counts the
-    images scored: once by the target, once by the classifier for each requested method."""
+    repeats, `runs` among them; just `runs` when not given). `scored` holds target_scores already
+    computed for some of `runs` (a frontier scores vanilla's images once). `progress` (a tqdm bar)
+    counts the images scored: once by the target, once by the classifier for each requested method."""
     classifier = classifier or load_classifier()
     repeats = repeats or [runs]
     baseline = runs[BASELINE]
@@ -101,9 +110,7 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
         progress.reset(total=sum(len(gens) for gens in runs.values()) + sum(len(runs[m]) for m in measured))
     logp, low_p = {}, {}
     for name, gens in runs.items():
-        token_logp = target_token_logp(model.target, np.stack([g.tokens for g in gens]),
-                                       np.array([g.class_id for g in gens]), sampling.cfg_scale)  # (n, N)
-        logp[name], low_p[name] = target_logp(token_logp), low_p_shares(token_logp)  # (n,) each
+        logp[name], low_p[name] = (scored or {}).get(name) or target_scores(model, gens, sampling)
         if progress is not None:
             progress.update(len(gens))
     results = {}

@@ -214,9 +214,11 @@ def cmd_frontier(args) -> None:
     sampling = _sampling(args)
     series = series_for(sampling, [name.strip() for name in args.series.split(";") if name.strip()])
     model = _load_model(args)
-    total = sum(len(s.values) for s in series) * args.n_images * 2
+    speed_images = min(args.speed_images, args.n_images)
+    total = args.n_images + sum(len(s.values) for s in series) * (args.n_images + speed_images)
     with tqdm(total=total, desc="frontier", unit="image", file=sys.stderr) as progress:
-        frontier = run_frontier(model, sampling, args.n_images, _options(args), series, progress=progress)
+        frontier = run_frontier(model, sampling, args.n_images, _options(args), series, progress=progress,
+                                speed_images=speed_images)
     for item in frontier["series"]:
         for p in item["points"]:
             print(f"{item['label']:<40} {item['knob']} {p[item['knob']]:<6g} speed-up {p['speedup']:.2f}x "
@@ -297,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     frontier.add_argument("--n-images", type=int, default=128, help="images a point")
     frontier.add_argument("--series", default="", help="semicolon-separated series labels (default: every one "
                                                        "that suits the mode)")
+    frontier.add_argument("--speed-images", type=int, default=32,
+                          help="images a point whose time is compared with vanilla's, interleaved (at most --n-images)")
     frontier.add_argument("--json", default=None, help="write the frontier here (default frontier.json)")
     _add_sampling(frontier, temperature=1.0)
     frontier.set_defaults(run=cmd_frontier)
