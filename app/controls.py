@@ -22,6 +22,7 @@ from engine.core.config import (
 )
 from engine.data.dataset import CLASS_NAMES
 from engine.drafters.jacobi import INITS
+from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN
 from engine.loading.embedded import VQ as EMBEDDED_VQ
 from engine.loading.hub import WEIGHTS_DIR_VARIABLE
 from engine.methods import METHODS, OPTION_RANGES, methods_taking
@@ -98,7 +99,8 @@ def method_controls() -> dict[str, gr.components.Component]:
                                      label="lambda", elem_id="lambda-slider",
                                      info="a draft x may borrow up to (lambda - 1) p(x) from its neighbours")
         c["static_tree"] = gr.Textbox(value=DEFAULTS.static_tree, label="Static tree", elem_id="static-tree",
-                                      placeholder="each method's own chain: 16 deep for LANTERN's rules, 6 for EAGLE",
+                                      placeholder=f"each method's own chain: {len(RELAXED_CHAIN)} deep for "
+                                                  f"LANTERN's rules, {len(EXACT_CHAIN)} for EAGLE",
                                       info="paths of draft ranks, levels joined by dots: 0.1 is the second-best "
                                            f"child of the best ({_used_by('static_tree')})")
         gr.Markdown(f"**COOL-SD** ({_used_by('cool_w')})")

@@ -13,7 +13,7 @@ import torch
 
 from engine.core.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES, InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.jacobi import INITS
-from engine.drafters.static_tree import parse_choices
+from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, parse_choices
 from engine.loading.image_model import ImageModel
 from engine.loading.load import DTYPES, load_model
 from engine.methods import METHODS, MethodOptions, methods_taking
@@ -58,7 +58,8 @@ def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
                         help="relaxed rules on a static chain: sample drafts from q's top-p nucleus (1 = all)")
     parser.add_argument("--static-tree", default=None,
                         help="the static tree (eagle, lantern_static, lantern_pp): rank paths, e.g. "
-                             "'0 1 0.0 0.1 0.0.0'; default: a chain, 16 deep for LANTERN's rules, 6 for EAGLE")
+                             f"'0 1 0.0 0.1 0.0.0'; default: a chain, {len(RELAXED_CHAIN)} deep for LANTERN's "
+                             f"rules, {len(EXACT_CHAIN)} for EAGLE")
     parser.add_argument("--sjd-init", default=MethodOptions.sjd_init, choices=INITS,
                         help="how Jacobi methods start unseen positions")
     parser.add_argument("--gsd-window", type=int, default=None,
