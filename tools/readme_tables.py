@@ -1,8 +1,9 @@
-"""README's measured tables, rendered from the shipped benchmark and sweep JSONs.
+"""README's measured tables, rendered from the shipped benchmark, sweep and frontier JSONs.
 
 After the clean-checkout run that README's "Measured on this model" section lists, this prints the
-method table, the step costs and the delta sweep exactly as README shows them, so that the numbers
-in README are the ones in `assets/results/` and `assets/sweeps/` (a test checks that they agree).
+method table, the step costs, the delta sweep and each shipped frontier exactly as README shows
+them, so that the numbers in README are the ones in `assets/results/` and `assets/sweeps/` (a test
+checks that they agree).
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
-from app.shipped import sweep_path
+from app.shipped import load_frontier, sweep_path
+from engine.commands.frontier import inside_vanilla
 from engine.evaluation.speed import BASELINE
 from engine.loading.embedded import ASSETS
 
@@ -74,8 +76,26 @@ def sweep_table(static: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def frontier_table(frontier: dict, mode: str) -> str:
+    """One row per point of a frontier, vanilla's first; "yes" where quality stays inside vanilla's
+    intervals (class accuracy, fid_proxy, low-p share)."""
+    config, vanilla = frontier["config"], frontier["vanilla"]
+    rows = [f"| {mode}, {config['n_images']} images a point | setting | speed-up / MAL | class acc. [95 % CI] | "
+            "fid_proxy [95 % CI] | p < 1e-4 share [95 % CI] | log p gap [95 % CI] | inside vanilla's |",
+            "|---|---|---|---|---|---|---|---|",
+            f"| vanilla | | 1.00x / 1.00 | {vanilla['class_accuracy']:.3f} {_interval(vanilla['class_accuracy_ci'])} | "
+            f"{vanilla['fid_proxy']:.1f} {_interval(vanilla['fid_proxy_ci'], '.1f')} | {_low_p(vanilla)} | 0 | |"]
+    for series in frontier["series"]:
+        for p in series["points"]:
+            rows.append(f"| {series['label']} | {series['knob']} {p[series['knob']]:g} | {p['speedup']:.2f}x / "
+                        f"{p['mal']:.2f} | {p['class_accuracy']:.3f} {_interval(p['class_accuracy_ci'])} | "
+                        f"{p['fid_proxy']:.1f} {_interval(p['fid_proxy_ci'], '.1f')} | {_low_p(p)} | "
+                        f"{_gap(p, '+.2f', '.2f')} | {'yes' if inside_vanilla(p, vanilla) else 'no'} |")
+    return "\n".join(rows)
+
+
 def render(assets: Path = ASSETS) -> list[str]:
-    """The three tables, in README's order."""
+    """The tables, in README's order: a frontier's only where one ships."""
     def load(path: Path):
         return json.loads(path.read_text())
 
@@ -83,7 +103,9 @@ def render(assets: Path = ASSETS) -> list[str]:
     sampling, greedy = sampling_run["methods"], greedy_run["methods"]
     deltas = (sampling_run["config"]["delta"], greedy_run["config"]["delta"])
     static = load(sweep_path("lantern_static", greedy=False, assets=assets))["points"]
-    return [method_table(sampling, greedy, deltas), cost_table(sampling, greedy), sweep_table(static)]
+    frontiers = [frontier_table(frontier, mode) for greedy, mode in ((False, "sampling"), (True, "greedy"))
+                 if (frontier := load_frontier(greedy, assets)) is not None]
+    return [method_table(sampling, greedy, deltas), cost_table(sampling, greedy), sweep_table(static), *frontiers]
 
 
 def main(argv: list[str] | None = None) -> None:
