@@ -220,9 +220,10 @@ METHODS: dict[str, Method] = {
                summary="LANTERN on a static chain with the credit bounded by (lambda - 1) p(x) instead of "
                        "delta: a likely draft may borrow more than an unlikely one."),
         Method("cool_sd", "COOL-SD", False, _cool_sd, "eagle", ("cool_w", "static_tree", "draft_top_p"),
-               summary="COOL-SD: a static chain of 8 drafts (sampled when sampling), each accepted with "
-                       "min(1, w p(x) / q(x)), w relaxing early depths most and decaying with depth (mean w over "
-                       "the chain): the target's own belief in x is scaled, so a code it rules out is never kept."),
+               summary=f"COOL-SD: a static chain of {len(ANNEALED_CHAIN)} drafts (sampled when sampling), each "
+                       "accepted with min(1, w p(x) / q(x)), w relaxing early depths most and decaying with depth "
+                       "(mean w over the chain): the target's own belief in x is scaled, so a code it rules out "
+                       "is never kept."),
         Method("sps", "SpS", True, _sps, "sps", ("gamma",),
                summary="Standard speculative sampling: a small separate GPT drafts a chain of gamma tokens, "
                        "judged by the exact rule."),
