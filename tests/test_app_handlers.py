@@ -54,26 +54,26 @@ def test_counters_and_maps_stream_even_when_image_previews_are_too_costly(runtim
     with_images = [update for update in previews if not isinstance(update.images[0], SKIP)]
     assert len(with_images) == 1 and with_images[0] is previews[0]  # the first update only
     assert len(previews) > 3 and all(isinstance(update.counters[0], str) for update in previews)
-    assert sum(not isinstance(update.maps[2], SKIP) for update in previews) > 3  # LANTERN's map moves on
+    assert sum(not isinstance(update.maps[2], SKIP) for update in previews) > 3  # the relaxed map moves on
 
 
 def test_compare_streams_then_returns_everything(runtime):
     updates = stream(runtime, REQUEST)
     final = updates[-1]
     state = final.run_state
-    assert [lane.method for lane in state.lanes] == ["vanilla", "eagle2", "lantern_static"]  # sampling defaults
+    assert [lane.method for lane in state.lanes] == ["vanilla", "eagle2", "cool_sd"]  # sampling defaults
     assert all(lane.done for lane in state.lanes)
     assert all(isinstance(update.run_state, SKIP) for update in updates[:-1])  # previews only before it
     clocks = final.statistics
     assert 0 < clocks["panels_decode_ms"] <= clocks["comparison_wall_ms"]
     assert f"{clocks['comparison_wall_ms'] / 1000:.2f} s" in final.teaching
     assert [row["tokens"] for row in final.statistics["methods"]] == [TINY_GPT.num_image_tokens] * 3
-    assert final.inspect_panel == 2  # the inspector starts on the relaxed (LANTERN) panel
+    assert final.inspect_panel == 2  # the inspector starts on the relaxed panel
 
 
 def test_bad_values_become_gr_errors_naming_them(runtime):
     for request, named in [(CompareRequest(class_name="dragon"), "dragon"),
-                           (CompareRequest(class_name="red", k=900), "900"),
+                           (CompareRequest(class_name="red", k=900, methods=("vanilla", "lantern_static")), "900"),
                            (CompareRequest(class_name="red", methods=("vanilla", "sps", "sjd")), "sps")]:
         with pytest.raises(gr.Error, match=named):
             next(handlers.stream_comparison(runtime, request))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from app.lanes import interleave, lane_speedup, run_to_end, summary
-from app.request import CompareRequest
+from app.request import RELAXED_DEFAULTS, CompareRequest
 from app.runtime import Runtime, usable_methods
 from engine.commands.generate import generate
 from engine.core.config import InvalidInput, SamplingConfig
@@ -147,12 +147,13 @@ def test_the_new_settings_reach_the_method_options():
                              sjd_init="left", gsd_window=12, gsd_p_gap=0.4, gsd_distance=1.5)
     assert request.options() == MethodOptions(lantern_variant="paper", lantern_lambda=7.5,
                                               static_tree=((0,), (1,), (0, 0), (0, 1)), sjd_init="left",
-                                              gsd_window=12, gsd_p_gap=0.4, gsd_distance=1.5)
+                                              gsd_window=12, gsd_p_gap=0.4, gsd_distance=1.5, **RELAXED_DEFAULTS)
     # An emptied window box means GSD's scaled default, as the API's None does.
     assert CompareRequest(gsd_window="").options().gsd_window is None
     # So does an emptied static-tree box: each method's own chain.
     assert CompareRequest(static_tree="  ").options().static_tree is None
-    assert CompareRequest().options() == MethodOptions()
+    # The page's defaults are the engine's, but for the relaxed panel's setting (app.request).
+    assert CompareRequest().options() == MethodOptions(**RELAXED_DEFAULTS)
 
 
 def test_unknown_methods_are_named():

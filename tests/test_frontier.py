@@ -4,10 +4,11 @@ import json
 
 import pytest
 
-from app import frontier_view, shipped
+from app import frontier_view, shipped, text
+from app.request import RELAXED_DEFAULTS, CompareRequest
 from engine.commands.frontier import SERIES, Series, fastest_inside_vanilla, inside_vanilla, run_frontier, series_for
 from engine.core.config import InvalidInput, SamplingConfig
-from engine.methods import MethodOptions
+from engine.methods import MethodOptions, get_method
 from tests.test_bench import tiny_classifier
 
 SAMPLING = SamplingConfig(temperature=1.0, seed=5)
@@ -99,3 +100,14 @@ def test_chain_costs_model_each_depth_from_measured_parts(tiny_eagle):
     with pytest.raises(InvalidInput, match="no static tree"):
         chain_costs(tiny_eagle, "eagle2", [2], SAMPLING, 1, MethodOptions())
     assert acceptance_by_depth([]).shape == (0,)
+
+
+def test_the_relaxed_panel_starts_on_the_shipped_frontiers_fastest_point_inside_vanilla():
+    series, point = fastest_inside_vanilla(shipped.load_frontier(greedy=False))
+    request = CompareRequest()
+    assert not request.sampling().greedy  # the page opens in the frontier's mode
+    assert request.panel_methods()[-1] == series["method"]
+    chosen = {**series["fixed"], series["knob"]: point[series["knob"]]}
+    assert {name: getattr(request.options(), name) for name in chosen} == chosen
+    assert RELAXED_DEFAULTS == chosen
+    assert get_method(series["method"]).title in text.relaxed_default_sentence()
