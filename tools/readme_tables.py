@@ -103,8 +103,8 @@ def render(assets: Path = ASSETS) -> list[str]:
     sampling, greedy = sampling_run["methods"], greedy_run["methods"]
     deltas = (sampling_run["config"]["delta"], greedy_run["config"]["delta"])
     static = load(sweep_path("lantern_static", greedy=False, assets=assets))["points"]
-    frontiers = [frontier_table(frontier, mode) for greedy, mode in ((False, "sampling"), (True, "greedy"))
-                 if (frontier := load_frontier(greedy, assets)) is not None]
+    frontiers = [frontier_table(frontier, mode) for is_greedy, mode in ((False, "sampling"), (True, "greedy"))
+                 if (frontier := load_frontier(is_greedy, assets)) is not None]
     return [method_table(sampling, greedy, deltas), cost_table(sampling, greedy), sweep_table(static), *frontiers]
 
 

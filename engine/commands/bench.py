@@ -43,13 +43,20 @@ def run_methods(model: ImageModel, methods: list[str], sampling: SamplingConfig,
         get_method(name)  # fail before any work on an unknown name
     order = [BASELINE] + [m for m in methods if m != BASELINE]
     runs: dict[str, list[Generation]] = {m: [] for m in order}
-    for class_id, seed in image_plan(n_images, len(model.class_names), sampling.seed):
-        per_image = dataclasses.replace(sampling, seed=seed)
+    for image in image_plan(n_images, len(model.class_names), sampling.seed):
         for name in order:
-            runs[name].append(generate(model, name, per_image, class_id, options))
-            if progress is not None:
-                progress.update(1)
+            runs[name].append(decode_image(model, name, sampling, image, options, progress))
     return runs
+
+
+def decode_image(model: ImageModel, method: str, sampling: SamplingConfig, image: tuple[int, int],
+                 options: MethodOptions, progress=None) -> Generation:
+    """One image of an image_plan, (class id, seed), by `method`; `progress` (a tqdm bar) counts it."""
+    class_id, seed = image
+    generation = generate(model, method, dataclasses.replace(sampling, seed=seed), class_id, options)
+    if progress is not None:
+        progress.update(1)
+    return generation
 
 
 def run_repeats(model: ImageModel, methods: list[str], sampling: SamplingConfig, n_images: int,

@@ -14,8 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.commands.bench import image_plan, summarise, target_scores
-from engine.commands.generate import Generation, generate
+from engine.commands.bench import decode_image, image_plan, summarise, target_scores
 from engine.commands.sweep import SWEEP_FIELDS
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.evaluation.quality import load_classifier
@@ -87,9 +86,10 @@ def run_frontier(model: ImageModel, sampling: SamplingConfig, n_images: int, bas
         raise InvalidInput(f"speed-images {speed_images} is out of range; allowed: 1 to n-images ({n_images})")
     plan = image_plan(n_images, len(model.class_names), sampling.seed)
     classifier = classifier or load_classifier()
-    vanilla = [_decode(model, BASELINE, sampling, image, base, progress) for image in plan]
+    vanilla = [decode_image(model, BASELINE, sampling, image, base, progress) for image in plan]
     scored = {BASELINE: target_scores(model, vanilla, sampling)}
-    out, reference = [], None
+    reference = summarise(model, {BASELINE: vanilla}, sampling, [BASELINE], classifier, scored=scored)[BASELINE]
+    out = []
     for item in series:
         points = []
         for value in item.values:
@@ -97,27 +97,16 @@ def run_frontier(model: ImageModel, sampling: SamplingConfig, n_images: int, bas
             timed, gens = [], []
             for number, image in enumerate(plan):
                 if number < speed_images:
-                    timed.append(_decode(model, BASELINE, sampling, image, options, progress))
-                gens.append(_decode(model, item.method, sampling, image, options, progress))
-            measured = [item.method] if reference else [BASELINE, item.method]
-            results = summarise(model, {BASELINE: vanilla, item.method: gens}, sampling, measured, classifier,
+                    timed.append(decode_image(model, BASELINE, sampling, image, options, progress))
+                gens.append(decode_image(model, item.method, sampling, image, options, progress))
+            results = summarise(model, {BASELINE: vanilla, item.method: gens}, sampling, [item.method], classifier,
                                 repeats=[{BASELINE: timed, item.method: gens[:speed_images]}], scored=scored)
-            reference = reference or {key: results[BASELINE][key] for key in SWEEP_FIELDS}
             points.append({item.knob: value, **{key: results[item.method][key] for key in SWEEP_FIELDS}})
         out.append({"label": item.label, "method": item.method, "knob": item.knob, "fixed": item.fixed,
                     "points": points})
     return {"config": {"n_images": n_images, "speed_images": speed_images, "temperature": sampling.temperature,
                        "cfg": sampling.cfg_scale, "seed": sampling.seed, "tree": dataclasses.asdict(base.tree)},
-            "vanilla": reference, "series": out}
-
-
-def _decode(model: ImageModel, method: str, sampling: SamplingConfig, image: tuple[int, int],
-            options: MethodOptions, progress) -> Generation:
-    class_id, seed = image
-    generation = generate(model, method, dataclasses.replace(sampling, seed=seed), class_id, options)
-    if progress is not None:
-        progress.update(1)
-    return generation
+            "vanilla": {key: reference[key] for key in SWEEP_FIELDS}, "series": out}
 
 
 def inside_vanilla(point: dict, vanilla: dict) -> bool:
