@@ -4,7 +4,7 @@ import torch
 
 from engine.commands.generate import generate, tokens_to_image
 from engine.core.config import InvalidInput, SamplingConfig
-from engine.core.sampling import combine_cfg, filter_top_k_top_p
+from engine.core.sampling import combine_cfg, filter_top_k_top_p, nucleus
 
 
 def naive_greedy(model, class_id: int, cfg_scale: float) -> list[int]:
@@ -42,6 +42,18 @@ def test_top_k_and_top_p_keep_the_expected_tokens():
     assert kept_p.tolist() == [[True, True, False, False]]
     kept_tiny_p = filter_top_k_top_p(logits, top_k=0, top_p=0.01).isfinite()
     assert kept_tiny_p.tolist() == [[True, False, False, False]]
+
+
+def test_nucleus_keeps_what_top_p_keeps_also_beyond_its_first_look():
+    gen = torch.Generator().manual_seed(0)
+    for flatness in (0.2, 1.0, 4.0):  # 0.2: a nucleus of thousands of codes, beyond the first 64 looked at
+        probs = (torch.randn(4096, generator=gen) * flatness).softmax(-1).double()
+        for top_p in (0.3, 0.8, 0.99):
+            expected = filter_top_k_top_p(probs.log()[None], 0, top_p)[0].softmax(-1)
+            got = nucleus(probs, top_p)
+            assert torch.equal(got > 0, expected > 0)
+            assert torch.allclose(got, expected, rtol=0, atol=1e-12)
+    assert (nucleus((torch.randn(4096, generator=gen) * 0.2).softmax(-1).double(), 0.8) > 0).sum() > 64
 
 
 def test_sampling_respects_top_k(tiny_model):

@@ -48,6 +48,23 @@ def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return logits
 
 
+def nucleus(probs: torch.Tensor, top_p: float, first_look: int = 64) -> torch.Tensor:
+    """A distribution (V,) renormalised over its top-p nucleus, the tokens `_top_p` keeps: the most
+    probable ones until the mass before a token reaches top_p. Only the top `first_look` are sorted
+    unless the nucleus is larger: a sort of the whole codebook per drafted node costs a fifth of a
+    drafter call, and a drafter's nucleus is usually a few dozen codes."""
+    probs = probs / probs.sum()
+    look = min(first_look, probs.shape[0])
+    while True:
+        top, tokens = probs.topk(look)  # (look,) most probable first
+        kept = int(((top.cumsum(0) - top) < top_p).sum())
+        if kept < look or look == probs.shape[0]:
+            break
+        look = min(4 * look, probs.shape[0])
+    inside = torch.zeros_like(probs).index_copy_(0, tokens[:kept], top[:kept])  # (V,)
+    return inside / inside.sum()
+
+
 def distribution(logits: torch.Tensor, sampling: SamplingConfig,
                  dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Guided logits (T, V) -> probabilities (T, V), float64 unless a drafter asks for less.

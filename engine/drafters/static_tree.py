@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from engine.core.config import InvalidInput
-from engine.core.sampling import draw, filter_top_k_top_p
+from engine.core.sampling import draw, nucleus
 from engine.core.tree import DraftTree
 from engine.drafters.base import DecodeState
 from engine.drafters.eagle import EagleDrafter
@@ -134,11 +134,10 @@ class StaticTreeDrafter(EagleDrafter):
         if state.sampling.greedy:
             top_q, top_tokens = q.topk(width)  # (width,)
             return [(int(t), float(p), None) for t, p in zip(top_tokens, top_q)]
-        if self.top_p < 1.0:
-            q = filter_top_k_top_p(q.double().log()[None], 0, self.top_p)[0].softmax(-1)  # (V,) the nucleus
-            width = min(width, int((q > 0).sum()))
         q64 = q.double()  # (V,)
-        left = q64 / q64.sum()  # (V,)
+        left = q64 / q64.sum() if self.top_p == 1.0 else nucleus(q64, self.top_p)  # (V,)
+        if self.top_p < 1.0 and width > 1:
+            width = min(width, int((left > 0).sum()))
         if width == 1:  # one inverse-CDF draw: multinomial's exponential race over V costs several times more
             drawn = [draw(left.numpy(), float(torch.rand((), generator=state.generator, dtype=torch.float64)))]
         else:
