@@ -10,6 +10,7 @@ import torch
 from engine.core.config import InvalidInput
 from engine.loading.load import load_model, resolve_device, resolve_dtype
 from engine.loading.t2i import TextImageModel, text_gpt
+from engine.model import matmul
 from engine.model.tokenizer import VQModel
 from tests.conftest import TINY_GPT, TINY_VQ
 
@@ -31,10 +32,12 @@ def _text_model() -> TextImageModel:
 
 def test_the_policy_is_bfloat16_on_cuda_and_float32_on_the_cpu():
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
-    assert resolve_dtype(None, torch.device("cpu")) == torch.float32
-    assert resolve_dtype("bfloat16", torch.device("cpu")) == torch.bfloat16
-    with pytest.raises(InvalidInput, match="unknown dtype"):
+    bf16, f32 = torch.bfloat16, torch.float32
+    assert resolve_dtype("auto", torch.device("cuda")) == (bf16, bf16)
+    assert resolve_dtype(None, torch.device("cpu")) == (f32, f32)
+    assert resolve_dtype("bfloat16", torch.device("cpu")) == (bf16, bf16)
+    assert resolve_dtype("bfloat16-matmul", torch.device("cpu")) == (f32, bf16)
+    with pytest.raises(InvalidInput, match="unknown dtype 'float8'; allowed: auto, float32, bfloat16, bfloat16-matmul"):
         resolve_dtype("float8", torch.device("cpu"))
     with pytest.raises(InvalidInput, match="unknown device"):
         resolve_device("gpu")
@@ -45,6 +48,10 @@ def test_the_embedded_model_loads_in_the_precision_asked_for():
     assert model.target.output.weight.dtype == torch.bfloat16 and model.target.rope.dtype == torch.float32
     assert next(model.tokenizer.parameters()).dtype == torch.float32
     assert all(next(net.parameters()).dtype == torch.bfloat16 for net in model.drafters.values())
+    mixed = load_model("embedded", dtype="bfloat16-matmul")
+    weight = mixed.target.layers[0].feed_forward.w2.weight
+    assert weight.dtype == torch.float32 and matmul._product_dtype(weight) == torch.bfloat16
+    assert matmul._product_dtype(load_model("embedded", dtype="float32").target.output.weight) is None
     with pytest.raises(InvalidInput, match="--weights-dir is for official models"):
         load_model("embedded", Path("elsewhere"))
 

@@ -7,6 +7,7 @@ import torch
 
 from engine.core.config import InvalidInput, check_class_id
 from engine.model.gpt import GPT
+from engine.model.matmul import multiply_in
 from engine.model.tokenizer import VQModel
 from engine.rules.neighbours import neighbour_table
 
@@ -47,11 +48,14 @@ class ImageModel:
         """The model before a condition is chosen: itself."""
         return self
 
-    def to(self, device: str | torch.device, dtype: torch.dtype | None = None) -> ImageModel:
-        """The GPT and drafters to `device` in `dtype`; the VQ decoder stays float32."""
+    def to(self, device: str | torch.device, dtype: torch.dtype | None = None,
+           product_dtype: torch.dtype | None = None) -> ImageModel:
+        """The GPT and drafters to `device` in `dtype`, their matrix products in `product_dtype`
+        (None: in `dtype`); the VQ decoder stays float32."""
         self.tokenizer.to(device)
         for module in [self.target, *self.drafters.values()]:
             place(module, device, dtype)
+            multiply_in(module, product_dtype)
         return self
 
     def drafter_net(self, kind: str, method: str) -> torch.nn.Module:

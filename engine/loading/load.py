@@ -3,7 +3,9 @@
 The command line, the benchmark, the app and drafter training all load through `load_model`:
 `device` "auto" is CUDA when present, else the CPU; `dtype` "auto" is bfloat16 for the GPT and its
 drafters on CUDA (safe there: norms, RoPE, logits and sampling stay in fp32 or fp64) and float32 on
-the CPU. The VQ decoder always stays float32.
+the CPU. bfloat16-matmul keeps float32 tensors and runs the matrix products in bfloat16, as bfloat16
+autocast computes them (engine.model.matmul): on a CPU that multiplies bfloat16 natively, a pass
+costs less. The VQ decoder always stays float32.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from engine.loading.t2i import TextImageModel
 
 EMBEDDED = "embedded"
 AUTO = "auto"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# precision -> (the dtype of the GPT's and its drafters' tensors, the dtype of their matrix products)
+DTYPES = {"float32": (torch.float32, torch.float32), "bfloat16": (torch.bfloat16, torch.bfloat16),
+          "bfloat16-matmul": (torch.float32, torch.bfloat16)}
 
 LoadedModel = ImageModel | TextImageModel  # .bind(condition) gives the runnable ImageModel
 
@@ -36,24 +40,23 @@ def resolve_device(device: str | torch.device = AUTO) -> torch.device:
         raise InvalidInput(f"unknown device {device!r}; allowed: cpu, cuda, cuda:N or auto") from None
 
 
-def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    """The GPT and drafter precision: "auto" (or None) -> bfloat16 on CUDA, float32 elsewhere."""
+def resolve_dtype(dtype: str | None, device: torch.device) -> tuple[torch.dtype, torch.dtype]:
+    """The GPT and drafter precision as (tensor dtype, product dtype); "auto" (or None) -> bfloat16
+    on CUDA, float32 elsewhere."""
     if dtype is None or dtype == AUTO:
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
+        dtype = "bfloat16" if device.type == "cuda" else "float32"
     if dtype not in DTYPES:
         raise InvalidInput(f"unknown dtype {dtype!r}; allowed: auto, {', '.join(DTYPES)}")
     return DTYPES[dtype]
 
 
 def load_model(name: str = EMBEDDED, weights_dir: Path | None = None, device: str | torch.device = "cpu",
-               dtype: str | torch.dtype | None = AUTO) -> LoadedModel:
+               dtype: str | None = AUTO) -> LoadedModel:
     """The embedded model, or an official LlamaGen model (engine.loading.official.MODELS) read from
     `weights_dir` (by default the folder LANTERN_WEIGHTS_DIR names, if set) or the Hugging Face Hub,
     placed on `device` in `dtype` (see the module's policy)."""
     place_on = resolve_device(device)
-    precision = resolve_dtype(dtype, place_on)
+    tensors, products = resolve_dtype(dtype, place_on)
     model: LoadedModel
     if name == EMBEDDED:
         if weights_dir is not None:
@@ -62,4 +65,4 @@ def load_model(name: str = EMBEDDED, weights_dir: Path | None = None, device: st
     else:
         folder = os.environ.get(WEIGHTS_DIR_VARIABLE)
         model = load_official(name, weights_dir or (Path(folder) if folder else None))
-    return model.to(place_on, precision)
+    return model.to(place_on, tensors, products)

@@ -121,10 +121,11 @@ class TextImageModel:
         neighbour tables."""
         return self._image_model(self.target, "")
 
-    def to(self, device: str | torch.device, dtype: torch.dtype | None = None) -> TextImageModel:
-        """The GPT and drafters to `device` in `dtype`, the text encoder to `device`; the VQ decoder
-        and the text encoder stay float32."""
-        self.unbound().to(device, dtype)  # it shares the GPT, tokenizer and drafters
+    def to(self, device: str | torch.device, dtype: torch.dtype | None = None,
+           product_dtype: torch.dtype | None = None) -> TextImageModel:
+        """The GPT and drafters to `device` in `dtype` (products in `product_dtype`), the text encoder
+        to `device`; the VQ decoder and the text encoder stay float32."""
+        self.unbound().to(device, dtype, product_dtype)  # it shares the GPT, tokenizer and drafters
         self.encoder.to(device)
         return self
 

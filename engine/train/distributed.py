@@ -98,7 +98,7 @@ def _load_target(args, device: torch.device) -> tuple[GPT, Conditions, str]:
         model, name = None, args.target.stem
     else:
         # float32 on every device: the drafter learns to predict the target's exact features.
-        model = load_model(args.model, args.weights_dir, device, torch.float32)
+        model = load_model(args.model, args.weights_dir, device, "float32")
         target, name = model.target, model.name
     if model is not None and model.needs_prompt:
         if args.prompts is None:
