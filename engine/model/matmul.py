@@ -35,6 +35,12 @@ _packed: dict[int, tuple[weakref.ref, tuple[int, int, torch.dtype], torch.Tensor
 _product_dtypes: dict[int, tuple[weakref.ref, torch.dtype]] = {}
 
 
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16, AMX), where bfloat16 products pay;
+    elsewhere they are emulated, slower than float32's."""
+    return _ONEDNN and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def multiply_in(module: nn.Module, dtype: torch.dtype | None) -> None:
     """Run the products of every nn.Linear weight of `module` that goes through `linear` in `dtype`
     (bfloat16 on a float32 model), or in the weight's own dtype (None). The weights stay as they are."""
