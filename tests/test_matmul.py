@@ -52,3 +52,14 @@ def test_bfloat16_products_round_as_autocast_does_and_can_be_turned_off():
     del layer
     gc.collect()
     assert key not in matmul._product_dtypes  # the setting goes with its weight
+
+
+def test_a_bfloat16_product_of_a_row_does_not_depend_on_the_rows_beside_it():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(256, 768, bias=False)
+    matmul.multiply_in(layer, torch.bfloat16)
+    x = torch.randn(1, 34, 256)  # (B, T, in): the two CFG rows of a 17-node tree
+    with torch.inference_mode():
+        full = matmul.linear(x, layer.weight)
+        for rows in (1, 2, 4, 18):
+            assert torch.equal(matmul.linear(x[:, :rows], layer.weight), full[:, :rows])

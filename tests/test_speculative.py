@@ -24,9 +24,7 @@ def tiny_with_drafters(tiny_model):
 
 @pytest.mark.parametrize("method", ["eagle2", "sps", "sjd"])
 @pytest.mark.parametrize("tree", [TreeConfig(3, 3, 8), TreeConfig(1, 1, 2), TreeConfig(5, 4, 24)])
-@pytest.mark.parametrize("products", [None, torch.bfloat16])
-def test_lossless_methods_reproduce_vanilla_greedy(tiny_with_drafters, method, tree, products):
-    tiny_with_drafters.to("cpu", None, products)
+def test_lossless_methods_reproduce_vanilla_greedy(tiny_with_drafters, method, tree):
     sampling = SamplingConfig(temperature=0.0, cfg_scale=2.0)
     vanilla = generate(tiny_with_drafters, "vanilla", sampling, 1)
     fast = generate(tiny_with_drafters, method, sampling, 1, MethodOptions(tree=tree))

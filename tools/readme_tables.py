@@ -39,28 +39,45 @@ def method_table(sampling: dict[str, dict], greedy: dict[str, dict], deltas: tup
             "fid_proxy [95 % CI] / log p gap [95 % CI] / p < 1e-4 share [95 % CI] | "
             f"greedy, delta {deltas[1]:g}: speed-up [min-max] / MAL / = vanilla |",
             "|---|---|---|"]
-    for name, s in sampling.items():
-        g = greedy[name]
-        accept = "-" if s["mean_accept_prob"] is None else f"{s['mean_accept_prob']:.3f}"
-        gap = "0" if name == BASELINE else _gap(s, ".3f", ".3f")
-        same = {None: "-", True: "yes", False: "no"}[g["matches_vanilla_greedy"]]
-        greedy_speed = ("1.00x" if name == BASELINE
-                        else f"{g['speedup']:.2f}x [{g['speedup_min']:.2f}-{g['speedup_max']:.2f}]")
-        rows.append(f"| `{name}` | {s['speedup']:.2f}x / {s['mal']:.2f} / {accept} / {s['class_accuracy']:.3f} "
-                    f"{_interval(s['class_accuracy_ci'])} / {s['fid_proxy']:.2f} {_interval(s['fid_proxy_ci'])} / "
-                    f"{gap} / {_low_p(s)} | "
-                    f"{greedy_speed} / {g['mal']:.2f} / {same} |")
+    rows += [f"| `{name}` | {_sampling_cell(name, sampling.get(name))} | {_greedy_cell(name, greedy.get(name))} |"
+             for name in _in_either(sampling, greedy)]
     return "\n".join(rows)
+
+
+def _in_either(sampling: dict[str, dict], greedy: dict[str, dict]) -> list[str]:
+    """The methods of either run, the sampling run's order first."""
+    return list(sampling) + [name for name in greedy if name not in sampling]
+
+
+def _sampling_cell(name: str, s: dict | None) -> str:
+    if s is None:
+        return "not run"
+    accept = "-" if s["mean_accept_prob"] is None else f"{s['mean_accept_prob']:.3f}"
+    gap = "0" if name == BASELINE else _gap(s, ".3f", ".3f")
+    return (f"{s['speedup']:.2f}x / {s['mal']:.2f} / {accept} / {s['class_accuracy']:.3f} "
+            f"{_interval(s['class_accuracy_ci'])} / {s['fid_proxy']:.2f} {_interval(s['fid_proxy_ci'])} / "
+            f"{gap} / {_low_p(s)}")
+
+
+def _greedy_cell(name: str, g: dict | None) -> str:
+    if g is None:
+        return "not run"
+    same = {None: "-", True: "yes", False: "no"}[g["matches_vanilla_greedy"]]
+    speed = "1.00x" if name == BASELINE else f"{g['speedup']:.2f}x [{g['speedup_min']:.2f}-{g['speedup_max']:.2f}]"
+    return f"{speed} / {g['mal']:.2f} / {same}"
 
 
 def cost_table(sampling: dict[str, dict], greedy: dict[str, dict]) -> str:
     """Milliseconds per target pass, split into draft / verify / accept / other."""
-    def split(entry: dict) -> str:
+    def split(entry: dict | None) -> str:
+        if entry is None:
+            return "not run"
         ms = entry["ms_per_step"]
         return " / ".join(f"{ms[part]:.2f}" for part in ("draft", "verify", "accept", "other")) + f" = {ms['wall']:.2f}"
 
     rows = ["| | sampling | greedy |", "|---|---|---|"]
-    rows += [f"| {name} | {split(sampling[name])} | {split(greedy[name])} |" for name in sampling]
+    rows += [f"| {name} | {split(sampling.get(name))} | {split(greedy.get(name))} |"
+             for name in _in_either(sampling, greedy)]
     return "\n".join(rows)
 
 

@@ -33,8 +33,9 @@ def _add_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", default=None, help="the caption, for text-to-image models")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when present)")
     parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPES),
-                        help="GPT and drafter precision; auto: bfloat16 on CUDA, bfloat16-matmul (float32 with "
-                             "bfloat16 matrix products) on a CPU with native bfloat16, else float32")
+                        help="GPT and drafter precision; auto: bfloat16 on CUDA, float32 on CPU; bfloat16-matmul: "
+                             "float32 with bfloat16 matrix products, faster on CPUs with native bfloat16, but "
+                             "greedy speculative decoding then parts from vanilla's tokens")
 
 
 def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:

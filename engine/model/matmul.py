@@ -16,7 +16,10 @@ On CPUs with native bfloat16 products (AVX-512 BF16, AMX), a weight set to multi
 and the result rounded to bfloat16, as bfloat16 autocast computes a product (the embedded model was
 trained so); everything between products stays float32. A pass streams half the bytes: the 16
 layers' products took 4.4-4.7 ms against 6.5-7.7 ms in float32 at two rows, 5.8-6.6 against 11.7 at
-eighteen (one thread).
+eighteen (one thread). Each product is the same for a row whatever the rows beside it, but the
+float32 steps between products (attention above all) differ in their last bits between a one-token
+pass and a batched one, and rounding to bfloat16 turns those bits into visible differences, so a
+verified tree's greedy tokens part from vanilla's at the first near-tie: an option, not the default.
 """
 from __future__ import annotations
 
@@ -33,12 +36,6 @@ _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_l
 _packed: dict[int, tuple[weakref.ref, tuple[int, int, torch.dtype], torch.Tensor]] = {}
 # id(weight) -> (weak reference to it, the dtype its products run in), set by multiply_in
 _product_dtypes: dict[int, tuple[weakref.ref, torch.dtype]] = {}
-
-
-def native_bfloat16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16, AMX), where bfloat16 products pay;
-    elsewhere they are emulated, slower than float32's."""
-    return _ONEDNN and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def multiply_in(module: nn.Module, dtype: torch.dtype | None) -> None:
