@@ -1,15 +1,19 @@
 """Matrix products for inference on CPU: oneDNN with prepacked weights where that is faster, and
 products in bfloat16 where a model is set to multiply in it.
 
-On CPUs where MKL's sgemm takes its generic path (AMD's), oneDNN's is 1.5-2x faster on the 8-16
-rows of a verified draft tree (two CFG rows per node), but each call costs about 15 us more, which a
-one-token step cannot win back. Measured per weight shape on the embedded model, with the weights
-cycling through twelve layers' worth of copies as a forward pass streams them (not cache-warm),
-oneDNN wins from about ONEDNN_MIN_MACS multiply-adds on: four rows of the attention and feed-forward
-inputs (390,000 to 440,000; 15.6-17.2 us against 17.6-20.4 us), never the 192 x 192 output product
-up to eight rows (295,000). Smaller products, anything that needs gradients, other dtypes and other
-devices stay with F.linear. A packed weight is a second copy of it, kept as long as
-the weight lives and rebuilt when the weight changes in place.
+Where oneDNN starts to pay depends on the CPU, so the threshold (multiply-adds a product) is kept per
+vendor; weights were timed per shape cycling through a forward pass's worth of copies (not cache-warm):
+* AMD, where MKL's sgemm takes its generic path: oneDNN's is 1.5-2x faster on the 8-16 rows of a
+  verified draft tree (two CFG rows per node), but each call costs about 15 us more, which a one-token
+  step cannot win back. It wins from four rows of the attention and feed-forward inputs (390,000 to
+  440,000 multiply-adds; 15.6-17.2 us against 17.6-20.4 us on the 8-layer model's 192-wide weights).
+* Intel (and any other), where MKL's own kernels run: MKL wins at the two rows of a one-token step on
+  the 16-layer model (41 us against 54 us for a 768 x 256 weight, 14 against 27 for 256 x 256), draws
+  level at four to eight, and oneDNN wins from about two million (768 x 256 at twelve rows: 76 us
+  against 87; the 4,096-code head at four rows: 345 against 469).
+Smaller products, anything that needs gradients, other dtypes and other devices stay with F.linear. A
+packed weight is a second copy of it, kept as long as the weight lives and rebuilt when the weight
+changes in place.
 
 On CPUs with native bfloat16 products (AVX-512 BF16, AMX), a weight set to multiply in bfloat16
 (`multiply_in`) is packed as bfloat16 and its input rounded to bfloat16, the sums kept in float32
@@ -29,7 +33,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ONEDNN_MIN_MACS = 350_000
+
+def _cpu_vendor() -> str:
+    """The CPU's vendor id as Linux reports it ("GenuineIntel", "AuthenticAMD"), or "" elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("vendor_id")), "")
+    except OSError:
+        return ""
+
+
+ONEDNN_MIN_MACS = 350_000 if _cpu_vendor() == "AuthenticAMD" else 2_000_000
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 # id(weight) -> (weak reference to it, its (storage, version) and dtype when packed, the packed
 # copy); a plain dict, as a weak-keyed one's lookups cost more than the products they guard here.
