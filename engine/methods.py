@@ -199,8 +199,8 @@ METHODS: dict[str, Method] = {
         Method("vanilla", "Vanilla", True, _vanilla,
                summary="One target pass per token: the baseline every speed-up is measured against."),
         Method("eagle", "EAGLE", True, _eagle, "eagle", ("static_tree",),
-               summary="The EAGLE drafter drafts a fixed tree (by default a chain of 6); the exact rule keeps "
-                       "a draft with probability min(1, p(x) / q(x)), so the output is the target's."),
+               summary=f"The EAGLE drafter drafts a fixed tree (by default a chain of {len(EXACT_CHAIN)}); the exact "
+                       "rule keeps a draft with probability min(1, p(x) / q(x)), so the output is the target's."),
         Method("eagle2", "EAGLE-2", True, _eagle2, "eagle", ("tree",),
                summary="The EAGLE drafter grows a dynamic tree of its most likely tokens, ranked as it goes; "
                        "the exact rule judges it, so the output is the target's."),
