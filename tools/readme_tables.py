@@ -18,6 +18,7 @@ from engine.loading.embedded import ASSETS
 
 SAMPLING_BENCH = Path("results/bench_sampling.json")
 GREEDY_BENCH = Path("results/bench_greedy.json")
+NOT_RUN = "not run"  # the cell of a method that one of the two runs left out
 
 
 def _interval(bounds: list[float], spec: str = ".2f") -> str:
@@ -51,7 +52,7 @@ def _in_either(sampling: dict[str, dict], greedy: dict[str, dict]) -> list[str]:
 
 def _sampling_cell(name: str, s: dict | None) -> str:
     if s is None:
-        return "not run"
+        return NOT_RUN
     accept = "-" if s["mean_accept_prob"] is None else f"{s['mean_accept_prob']:.3f}"
     gap = "0" if name == BASELINE else _gap(s, ".3f", ".3f")
     return (f"{s['speedup']:.2f}x / {s['mal']:.2f} / {accept} / {s['class_accuracy']:.3f} "
@@ -61,7 +62,7 @@ def _sampling_cell(name: str, s: dict | None) -> str:
 
 def _greedy_cell(name: str, g: dict | None) -> str:
     if g is None:
-        return "not run"
+        return NOT_RUN
     same = {None: "-", True: "yes", False: "no"}[g["matches_vanilla_greedy"]]
     speed = "1.00x" if name == BASELINE else f"{g['speedup']:.2f}x [{g['speedup_min']:.2f}-{g['speedup_max']:.2f}]"
     return f"{speed} / {g['mal']:.2f} / {same}"
@@ -71,7 +72,7 @@ def cost_table(sampling: dict[str, dict], greedy: dict[str, dict]) -> str:
     """Milliseconds per target pass, split into draft / verify / accept / other."""
     def split(entry: dict | None) -> str:
         if entry is None:
-            return "not run"
+            return NOT_RUN
         ms = entry["ms_per_step"]
         return " / ".join(f"{ms[part]:.2f}" for part in ("draft", "verify", "accept", "other")) + f" = {ms['wall']:.2f}"
 
