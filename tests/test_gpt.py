@@ -1,7 +1,8 @@
 import torch
 
 from engine.model.gpt import rope_table_2d
-from engine.model.kv_cache import KVCache
+from engine.model.kv_cache import KVCache, attention_dtype
+from engine.model.matmul import multiply_in
 from tests.conftest import TINY_GPT, tiny_gpt
 
 
@@ -79,3 +80,31 @@ def test_cached_incremental_decoding_equals_full_forward():
             mask = torch.ones(1, 2 + i, dtype=torch.bool)
             steps.append(model.logits(model(h, p, cache, p, mask)))
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-4)
+
+
+def test_with_bfloat16_products_a_batched_pass_gives_each_row_the_bits_of_a_one_token_pass():
+    """What greedy speculative decoding stands on: verifying a chain in one pass computes each row
+    exactly as vanilla's one-token steps do. With bfloat16 products (row by row, whatever the rows
+    beside them) and attention in float64 this holds bit for bit; float32 products sum differently
+    for different numbers of rows and match only to their last bits."""
+    model = tiny_gpt()
+    multiply_in(model, torch.bfloat16)
+    cfg = TINY_GPT
+    tokens = torch.randint(0, cfg.vocab_size, (2, 9))
+    cache_dtype = attention_dtype(model.output.weight)
+    assert cache_dtype == torch.float64
+
+    def passes(cache: KVCache, starts: list[int]) -> torch.Tensor:
+        hidden = [model(model.embed_condition(torch.tensor([1, cfg.num_classes])), torch.arange(1), cache,
+                        torch.arange(1), torch.ones(1, 1, dtype=torch.bool))]
+        for start, end in zip(starts, starts[1:]):
+            positions = torch.arange(1 + start, 1 + end)  # (T,)
+            mask = torch.ones(end - start, 1 + end, dtype=torch.bool)
+            mask[:, 1 + start:] = torch.ones(end - start, end - start, dtype=torch.bool).tril()
+            hidden.append(model(model.embed_tokens(tokens[:, start:end]), positions, cache, positions, mask))
+        return torch.cat(hidden, dim=1)  # (2, 10, D)
+
+    with torch.no_grad():
+        one_by_one = passes(KVCache.for_model(cfg, 2, cfg.block_size, cache_dtype), list(range(10)))
+        batched = passes(KVCache.for_model(cfg, 2, cfg.block_size, cache_dtype), [0, 2, 7, 9])
+    assert torch.equal(one_by_one, batched)

@@ -30,11 +30,11 @@ def _text_model() -> TextImageModel:
     return TextImageModel(text_gpt(cfg, caption_dim=24).eval(), VQModel(TINY_VQ).eval(), FakeEncoder(), name="t2i")
 
 
-def test_the_policy_is_bfloat16_on_cuda_and_float32_on_the_cpu():
+def test_the_policy_is_bfloat16_on_cuda_and_bfloat16_products_on_a_cpu_that_has_them():
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     bf16, f32 = torch.bfloat16, torch.float32
     assert resolve_dtype("auto", torch.device("cuda")) == (bf16, bf16)
-    assert resolve_dtype(None, torch.device("cpu")) == (f32, f32)
+    assert resolve_dtype(None, torch.device("cpu")) == (f32, bf16 if matmul.NATIVE_BFLOAT16 else f32)
     assert resolve_dtype("bfloat16", torch.device("cpu")) == (bf16, bf16)
     assert resolve_dtype("bfloat16-matmul", torch.device("cpu")) == (f32, bf16)
     with pytest.raises(InvalidInput, match="unknown dtype 'float8'; allowed: auto, float32, bfloat16, bfloat16-matmul"):
@@ -50,8 +50,8 @@ def test_the_embedded_model_loads_in_the_precision_asked_for():
     assert all(next(net.parameters()).dtype == torch.bfloat16 for net in model.drafters.values())
     mixed = load_model("embedded", dtype="bfloat16-matmul")
     weight = mixed.target.layers[0].feed_forward.w2.weight
-    assert weight.dtype == torch.float32 and matmul._product_dtype(weight) == torch.bfloat16
-    assert matmul._product_dtype(load_model("embedded", dtype="float32").target.output.weight) is None
+    assert weight.dtype == torch.float32 and matmul.product_dtype(weight) == torch.bfloat16
+    assert matmul.product_dtype(load_model("embedded", dtype="float32").target.output.weight) is None
     with pytest.raises(InvalidInput, match="--weights-dir is for official models"):
         load_model("embedded", Path("elsewhere"))
 

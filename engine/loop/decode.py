@@ -17,7 +17,7 @@ from engine.core.trace import StepTrace
 from engine.core.tree import DraftTree, causal_mask
 from engine.drafters.base import DecodeState, Drafter
 from engine.loop.verify import target_pass
-from engine.model.kv_cache import KVCache
+from engine.model.kv_cache import KVCache, attention_dtype
 from engine.model.target import Target
 from engine.rules.acceptance import Rule
 from engine.rules.walks import WalkResult
@@ -36,7 +36,8 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
     bound = rule.bind(sampling)  # the rule for this decode's mode, greedy or sampling
     state = DecodeState(target, class_id, 1 + sampling.uses_cfg, sampling, bound, generator, [],
                         cfg.num_image_tokens)
-    cache = KVCache.for_model(cfg, state.rows, cfg.block_size + drafter.largest_tree(), weight.dtype, weight.device)
+    cache = KVCache.for_model(cfg, state.rows, cfg.block_size + drafter.largest_tree(), attention_dtype(weight),
+                              weight.device)
     judged = rule.target_sampling(sampling)  # how the rule wants the target's p filtered
 
     # 0. Prefill: the condition prefix gives the distribution of the first image token.

@@ -18,12 +18,12 @@ changes in place.
 On CPUs with native bfloat16 products (AVX-512 BF16, AMX), a weight set to multiply in bfloat16
 (`multiply_in`) is packed as bfloat16 and its input rounded to bfloat16, the sums kept in float32
 and the result rounded to bfloat16, as bfloat16 autocast computes a product (the embedded model was
-trained so); everything between products stays float32. A pass streams half the bytes: the 16
-layers' products took 4.4-4.7 ms against 6.5-7.7 ms in float32 at two rows, 5.8-6.6 against 11.7 at
-eighteen (one thread). Each product is the same for a row whatever the rows beside it, but the
-float32 steps between products (attention above all) differ in their last bits between a one-token
-pass and a batched one, and rounding to bfloat16 turns those bits into visible differences, so a
-verified tree's greedy tokens part from vanilla's at the first near-tie: an option, not the default.
+trained so); everything between products stays float32. Such a product of a row is the same whatever
+the rows beside it, which float32's MKL and oneDNN kernels do not promise, so with attention in
+float64 (engine.model.kv_cache.attention_dtype) a verified tree's rows are bit for bit those of
+one-token passes. A pass streams half the weight bytes, and wide rows gain most: the 16 layers'
+products took 4.4-4.7 ms against 6.5-7.7 ms in float32 at two rows, 5.8-6.6 against 11.7 at
+eighteen (one thread).
 """
 from __future__ import annotations
 
@@ -34,16 +34,18 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def _cpu_vendor() -> str:
-    """The CPU's vendor id as Linux reports it ("GenuineIntel", "AuthenticAMD"), or "" elsewhere."""
+def _cpuinfo(field: str) -> str:
+    """The first value of `field` in Linux's /proc/cpuinfo ("vendor_id", "flags"), or "" elsewhere."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("vendor_id")), "")
+            return next((line.split(":", 1)[1].strip() for line in info if line.startswith(field)), "")
     except OSError:
         return ""
 
 
-ONEDNN_MIN_MACS = 350_000 if _cpu_vendor() == "AuthenticAMD" else 2_000_000
+# Whether the CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX); elsewhere oneDNN emulates it.
+NATIVE_BFLOAT16 = bool({"avx512_bf16", "amx_bf16"} & set(_cpuinfo("flags").split()))
+ONEDNN_MIN_MACS = 350_000 if _cpuinfo("vendor_id") == "AuthenticAMD" else 2_000_000
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 # id(weight) -> (weak reference to it, its (storage, version) and dtype when packed, the packed
 # copy); a plain dict, as a weak-keyed one's lookups cost more than the products they guard here.
@@ -95,20 +97,21 @@ def _pack(weight: torch.Tensor, rows: int, dtype: torch.dtype) -> torch.Tensor:
     return entry[2]
 
 
-def _product_dtype(weight: torch.Tensor) -> torch.dtype | None:
+def product_dtype(weight: torch.Tensor) -> torch.dtype | None:
+    """The dtype `multiply_in` set for the products of `weight`, or None (its own dtype)."""
     entry = _product_dtypes.get(id(weight))
     return entry[1] if entry is not None and entry[0]() is weight else None
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x (..., in) @ weight (out, in).T -> (..., out), as F.linear without a bias."""
-    product_dtype = _product_dtype(weight) if _product_dtypes else None
-    if product_dtype is not None and x.dtype == torch.float32 and _no_grad(x, weight):
-        low = x.to(product_dtype)  # (..., in)
+    low_dtype = product_dtype(weight) if _product_dtypes else None
+    if low_dtype is not None and x.dtype == torch.float32 and _no_grad(x, weight):
+        low = x.to(low_dtype)  # (..., in)
         if _ONEDNN and x.device.type == "cpu":
-            packed = _pack(weight, x.numel() // x.shape[-1], product_dtype)
+            packed = _pack(weight, x.numel() // x.shape[-1], low_dtype)
             return torch.ops.mkldnn._linear_pointwise(low, packed, None, "none", [], "").float()
-        return F.linear(low, weight.to(product_dtype)).float()
+        return F.linear(low, weight.to(low_dtype)).float()
     if not _wanted(x, weight):
         return F.linear(x, weight)
     packed = _pack(weight, x.numel() // x.shape[-1], torch.float32)
