@@ -1,13 +1,13 @@
 """Loading a model by name, and where it runs: the one device and precision policy.
 
 The command line, the benchmark, the app and drafter training all load through `load_model`:
-`device` "auto" is CUDA when present, else the CPU; `dtype` "auto" is bfloat16 for the GPT and its
-drafters on CUDA (safe there: norms, RoPE, logits and sampling stay in fp32 or fp64) and float32 on
-the CPU. bfloat16-matmul keeps float32 tensors and runs the matrix products in bfloat16, as bfloat16
-autocast computes them (engine.model.matmul): on a CPU that multiplies bfloat16 natively a pass
-costs about three quarters of float32's, but a batched pass then rounds differently enough from a
-one-token pass that greedy speculative decoding parts from vanilla's tokens at the first near-tie,
-so it is asked for, not chosen. The VQ decoder always stays float32.
+`device` "auto" is CUDA when present, else the CPU. `dtype` "auto" is bfloat16 for the GPT and its
+drafters on CUDA (safe there: norms, RoPE, logits and sampling stay in fp32 or fp64); on a CPU that
+multiplies bfloat16 natively it is bfloat16-matmul, float32 tensors whose matrix products run in
+bfloat16 as bfloat16 autocast computes them (engine.model.matmul), with the target's attention in
+float64 (engine.model.kv_cache): there a one-token pass and a verified tree's batched pass give each
+row the same bits, so greedy speculative decoding is vanilla's token for token, and wide rows cost
+far less than in float32. Other CPUs run float32. The VQ decoder always stays float32.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from engine.loading.hub import WEIGHTS_DIR_VARIABLE
 from engine.loading.image_model import ImageModel
 from engine.loading.official import load_official
 from engine.loading.t2i import TextImageModel
+from engine.model.matmul import NATIVE_BFLOAT16
 
 EMBEDDED = "embedded"
 AUTO = "auto"
@@ -44,9 +45,12 @@ def resolve_device(device: str | torch.device = AUTO) -> torch.device:
 
 def resolve_dtype(dtype: str | None, device: torch.device) -> tuple[torch.dtype, torch.dtype]:
     """The GPT and drafter precision as (tensor dtype, product dtype); "auto" (or None) -> bfloat16
-    on CUDA, float32 elsewhere."""
+    on CUDA, bfloat16-matmul on a CPU that multiplies bfloat16 natively, float32 elsewhere."""
     if dtype is None or dtype == AUTO:
-        dtype = "bfloat16" if device.type == "cuda" else "float32"
+        if device.type == "cuda":
+            dtype = "bfloat16"
+        else:
+            dtype = "bfloat16-matmul" if NATIVE_BFLOAT16 else "float32"
     if dtype not in DTYPES:
         raise InvalidInput(f"unknown dtype {dtype!r}; allowed: auto, {', '.join(DTYPES)}")
     return DTYPES[dtype]
