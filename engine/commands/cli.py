@@ -15,7 +15,7 @@ from engine.core.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES, 
 from engine.drafters.jacobi import INITS
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, parse_choices
 from engine.loading.image_model import ImageModel
-from engine.loading.load import DTYPES, load_model
+from engine.loading.load import DTYPES, load_model, resolve_device, resolve_precision
 from engine.methods import METHODS, MethodOptions, methods_taking
 from engine.model.weights import WeightsError
 from engine.rules.lantern import VARIANTS
@@ -158,7 +158,8 @@ def cmd_bench(args) -> None:
                   "gsd": {"window": options.gsd_window, "p_gap": options.gsd_p_gap,
                           "distance": options.gsd_distance},
                   "tree": dataclasses.asdict(options.tree),
-                  "threads": args.threads}
+                  "threads": args.threads,
+                  "precision": resolve_precision(args.dtype, resolve_device(args.device))}
         Path(args.json).write_text(json.dumps({"config": config, "methods": results}, indent=2))
 
 

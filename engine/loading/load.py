@@ -43,17 +43,21 @@ def resolve_device(device: str | torch.device = AUTO) -> torch.device:
         raise InvalidInput(f"unknown device {device!r}; allowed: cpu, cuda, cuda:N or auto") from None
 
 
-def resolve_dtype(dtype: str | None, device: torch.device) -> tuple[torch.dtype, torch.dtype]:
-    """The GPT and drafter precision as (tensor dtype, product dtype); "auto" (or None) -> bfloat16
-    on CUDA, bfloat16-matmul on a CPU that multiplies bfloat16 natively, float32 elsewhere."""
+def resolve_precision(dtype: str | None, device: torch.device) -> str:
+    """The name of the GPT and drafter precision (a key of DTYPES); "auto" (or None) -> bfloat16 on
+    CUDA, bfloat16-matmul on a CPU that multiplies bfloat16 natively, float32 elsewhere."""
     if dtype is None or dtype == AUTO:
         if device.type == "cuda":
-            dtype = "bfloat16"
-        else:
-            dtype = "bfloat16-matmul" if NATIVE_BFLOAT16 else "float32"
+            return "bfloat16"
+        return "bfloat16-matmul" if NATIVE_BFLOAT16 else "float32"
     if dtype not in DTYPES:
         raise InvalidInput(f"unknown dtype {dtype!r}; allowed: auto, {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+    return dtype
+
+
+def resolve_dtype(dtype: str | None, device: torch.device) -> tuple[torch.dtype, torch.dtype]:
+    """The GPT and drafter precision as (tensor dtype, product dtype), by resolve_precision."""
+    return DTYPES[resolve_precision(dtype, device)]
 
 
 def load_model(name: str = EMBEDDED, weights_dir: Path | None = None, device: str | torch.device = "cpu",
