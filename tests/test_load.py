@@ -30,11 +30,11 @@ def _text_model() -> TextImageModel:
     return TextImageModel(text_gpt(cfg, caption_dim=24).eval(), VQModel(TINY_VQ).eval(), FakeEncoder(), name="t2i")
 
 
-def test_the_policy_is_bfloat16_on_cuda_and_bfloat16_products_on_a_cpu_that_has_them():
+def test_the_policy_is_bfloat16_on_cuda_and_float32_on_the_cpu():
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     bf16, f32 = torch.bfloat16, torch.float32
     assert resolve_dtype("auto", torch.device("cuda")) == (bf16, bf16)
-    assert resolve_dtype(None, torch.device("cpu")) == (f32, bf16 if matmul.NATIVE_BFLOAT16 else f32)
+    assert resolve_dtype(None, torch.device("cpu")) == (f32, f32)
     assert resolve_dtype("bfloat16", torch.device("cpu")) == (bf16, bf16)
     assert resolve_dtype("bfloat16-matmul", torch.device("cpu")) == (f32, bf16)
     with pytest.raises(InvalidInput, match="unknown dtype 'float8'; allowed: auto, float32, bfloat16, bfloat16-matmul"):

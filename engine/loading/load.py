@@ -1,13 +1,14 @@
 """Loading a model by name, and where it runs: the one device and precision policy.
 
 The command line, the benchmark, the app and drafter training all load through `load_model`:
-`device` "auto" is CUDA when present, else the CPU. `dtype` "auto" is bfloat16 for the GPT and its
-drafters on CUDA (safe there: norms, RoPE, logits and sampling stay in fp32 or fp64); on a CPU that
-multiplies bfloat16 natively it is bfloat16-matmul, float32 tensors whose matrix products run in
-bfloat16 as bfloat16 autocast computes them (engine.model.matmul), with the target's attention in
-float64 (engine.model.kv_cache): there a one-token pass and a verified tree's batched pass give each
-row the same bits, so greedy speculative decoding is vanilla's token for token, and wide rows cost
-far less than in float32. Other CPUs run float32. The VQ decoder always stays float32.
+`device` "auto" is CUDA when present, else the CPU; `dtype` "auto" is bfloat16 for the GPT and its
+drafters on CUDA (safe there: norms, RoPE, logits and sampling stay in fp32 or fp64) and float32 on
+the CPU. bfloat16-matmul keeps float32 tensors and runs the matrix products in bfloat16, as bfloat16
+autocast computes them (engine.model.matmul), with the target's attention in float64
+(engine.model.kv_cache): a one-token pass and a verified tree's batched pass then give each row the
+same bits, so greedy speculative decoding is vanilla's token for token, and wide rows cost far less
+than in float32; but the float64 attention makes a one-token step slower than float32's, so vanilla
+is slower too, and the precision is asked for, not chosen. The VQ decoder always stays float32.
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from engine.loading.hub import WEIGHTS_DIR_VARIABLE
 from engine.loading.image_model import ImageModel
 from engine.loading.official import load_official
 from engine.loading.t2i import TextImageModel
-from engine.model.matmul import NATIVE_BFLOAT16
 
 EMBEDDED = "embedded"
 AUTO = "auto"
@@ -45,11 +45,9 @@ def resolve_device(device: str | torch.device = AUTO) -> torch.device:
 
 def resolve_precision(dtype: str | None, device: torch.device) -> str:
     """The name of the GPT and drafter precision (a key of DTYPES); "auto" (or None) -> bfloat16 on
-    CUDA, bfloat16-matmul on a CPU that multiplies bfloat16 natively, float32 elsewhere."""
+    CUDA, float32 elsewhere."""
     if dtype is None or dtype == AUTO:
-        if device.type == "cuda":
-            return "bfloat16"
-        return "bfloat16-matmul" if NATIVE_BFLOAT16 else "float32"
+        return "bfloat16" if device.type == "cuda" else "float32"
     if dtype not in DTYPES:
         raise InvalidInput(f"unknown dtype {dtype!r}; allowed: auto, {', '.join(DTYPES)}")
     return dtype

@@ -23,7 +23,9 @@ the rows beside it, which float32's MKL and oneDNN kernels do not promise, so wi
 float64 (engine.model.kv_cache.attention_dtype) a verified tree's rows are bit for bit those of
 one-token passes. A pass streams half the weight bytes, and wide rows gain most: the 16 layers'
 products took 4.4-4.7 ms against 6.5-7.7 ms in float32 at two rows, 5.8-6.6 against 11.7 at
-eighteen (one thread).
+eighteen (one thread, before the one-token float32 products moved to MKL). At a one-token step,
+MKL's float32 products now cost about what bfloat16's do, and the float64 attention costs more, so
+vanilla runs slower than in float32: an option (engine.loading.load), not the default.
 """
 from __future__ import annotations
 
@@ -34,18 +36,16 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def _cpuinfo(field: str) -> str:
-    """The first value of `field` in Linux's /proc/cpuinfo ("vendor_id", "flags"), or "" elsewhere."""
+def _cpu_vendor() -> str:
+    """The CPU's vendor id as Linux reports it ("GenuineIntel", "AuthenticAMD"), or "" elsewhere."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return next((line.split(":", 1)[1].strip() for line in info if line.startswith(field)), "")
+            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("vendor_id")), "")
     except OSError:
         return ""
 
 
-# Whether the CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX); elsewhere oneDNN emulates it.
-NATIVE_BFLOAT16 = bool({"avx512_bf16", "amx_bf16"} & set(_cpuinfo("flags").split()))
-ONEDNN_MIN_MACS = 350_000 if _cpuinfo("vendor_id") == "AuthenticAMD" else 2_000_000
+ONEDNN_MIN_MACS = 350_000 if _cpu_vendor() == "AuthenticAMD" else 2_000_000
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 # id(weight) -> (weak reference to it, its (storage, version) and dtype when packed, the packed
 # copy); a plain dict, as a weak-keyed one's lookups cost more than the products they guard here.
