@@ -4,11 +4,12 @@ The command line, the benchmark, the app and drafter training all load through `
 `device` "auto" is CUDA when present, else the CPU; `dtype` "auto" is bfloat16 for the GPT and its
 drafters on CUDA (safe there: norms, RoPE, logits and sampling stay in fp32 or fp64) and float32 on
 the CPU. bfloat16-matmul keeps float32 tensors and runs the matrix products in bfloat16, as bfloat16
-autocast computes them (engine.model.matmul), with the target's attention in float64
-(engine.model.kv_cache): a one-token pass and a verified tree's batched pass then give each row the
-same bits, so greedy speculative decoding is vanilla's token for token, and wide rows cost far less
-than in float32; but the float64 attention makes a one-token step slower than float32's, so vanilla
-is slower too, and the precision is asked for, not chosen. The VQ decoder always stays float32.
+autocast computes them (engine.model.matmul), with the target's attention in float64 when decoding
+greedily (engine.model.kv_cache): a one-token pass and a verified tree's batched pass then give each
+row the same bits, so greedy speculative decoding is vanilla's token for token, and wide rows cost
+far less than in float32; but the float64 attention makes a one-token step slower than float32's,
+so greedy vanilla is slower too, and the precision is asked for, not chosen. The VQ decoder always
+stays float32.
 """
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
     bound = rule.bind(sampling)  # the rule for this decode's mode, greedy or sampling
     state = DecodeState(target, class_id, 1 + sampling.uses_cfg, sampling, bound, generator, [],
                         cfg.num_image_tokens)
-    cache = KVCache.for_model(cfg, state.rows, cfg.block_size + drafter.largest_tree(), attention_dtype(weight),
-                              weight.device)
+    cache = KVCache.for_model(cfg, state.rows, cfg.block_size + drafter.largest_tree(),
+                              attention_dtype(weight, sampling.greedy), weight.device)
     judged = rule.target_sampling(sampling)  # how the rule wants the target's p filtered
 
     # 0. Prefill: the condition prefix gives the distribution of the first image token.

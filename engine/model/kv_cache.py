@@ -12,15 +12,16 @@ import torch
 from engine.model.matmul import product_dtype
 
 
-def attention_dtype(weight: torch.Tensor) -> torch.dtype:
+def attention_dtype(weight: torch.Tensor, greedy: bool) -> torch.dtype:
     """The dtype of a target's cache, in which its attention runs, for a model whose output weight is
-    `weight`: its own, except for float32 models whose products round to bfloat16, which attend in
-    float64. Their attention's sums are ordered by the number of query rows and visible slots, so a
-    one-token pass and a verified tree's batched pass differ in the last bits, and the next product's
-    rounding to bfloat16 makes those bits visible (greedy speculative decoding then parts from
-    vanilla at the first near-tie). In float64 the two differ about 2^29 times more rarely once
-    rounded to float32, and greedy decoding stays token for token."""
-    if weight.dtype == torch.float32 and product_dtype(weight) == torch.bfloat16:
+    `weight`: its own, except for greedy decoding with float32 models whose products round to
+    bfloat16, which attend in float64. Their attention's sums are ordered by the number of query rows
+    and visible slots, so a one-token pass and a verified tree's batched pass differ in the last bits,
+    and the next product's rounding to bfloat16 makes those bits visible (greedy speculative decoding
+    then parts from vanilla at the first near-tie). In float64 the two differ about 2^29 times more
+    rarely once rounded to float32, and greedy decoding stays token for token. Sampling claims the
+    target's distribution, not its bits, and keeps float32's cheaper attention."""
+    if greedy and weight.dtype == torch.float32 and product_dtype(weight) == torch.bfloat16:
         return torch.float64
     return weight.dtype
 
