@@ -34,8 +34,9 @@ def _add_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when present)")
     parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPES),
                         help="GPT and drafter precision; auto: bfloat16 on CUDA, float32 on CPU; bfloat16-matmul: "
-                             "float32 with bfloat16 matrix products, faster on CPUs with native bfloat16, but "
-                             "greedy speculative decoding then parts from vanilla's tokens")
+                             "float32 with bfloat16 matrix products (attention in float64 when greedy, so that "
+                             "speculative decoding keeps vanilla's tokens): wide rows cost less on CPUs with "
+                             "native bfloat16, a greedy one-token step more")
 
 
 def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
