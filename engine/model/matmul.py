@@ -20,8 +20,8 @@ On CPUs with native bfloat16 products (AVX-512 BF16, AMX), a weight set to multi
 and the result rounded to bfloat16, as bfloat16 autocast computes a product (the embedded model was
 trained so); everything between products stays float32. Such a product of a row is the same whatever
 the rows beside it, which float32's MKL and oneDNN kernels do not promise, so with attention in
-float64 (engine.model.kv_cache.attention_dtype) a verified tree's rows are bit for bit those of
-one-token passes. A pass streams half the weight bytes, and wide rows gain most: the 16 layers'
+float64, as greedy decoding has it (engine.model.kv_cache.attention_dtype), a verified tree's rows
+are bit for bit those of one-token passes. A pass streams half the weight bytes, and wide rows gain most: the 16 layers'
 products took 4.4-4.7 ms against 6.5-7.7 ms in float32 at two rows, 5.8-6.6 against 11.7 at
 eighteen (one thread, before the one-token float32 products moved to MKL). At a one-token step,
 MKL's float32 products now cost about what bfloat16's do, and the float64 attention costs more, so
