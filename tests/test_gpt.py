@@ -1,7 +1,9 @@
 import torch
 
-from engine.model.gpt import rope_table_2d
-from engine.model.kv_cache import KVCache, attention_dtype
+from engine.core.tree import ancestor_mask, mask_for_cache
+from engine.model.attention import needs_row_exact
+from engine.model.gpt import GPTConfig, rope_table_2d
+from engine.model.kv_cache import KVCache
 from engine.model.matmul import multiply_in
 from tests.conftest import TINY_GPT, tiny_gpt
 
@@ -82,30 +84,54 @@ def test_cached_incremental_decoding_equals_full_forward():
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-4)
 
 
-def test_with_bfloat16_products_a_batched_pass_gives_each_row_the_bits_of_a_one_token_pass():
-    """What greedy speculative decoding stands on: verifying a chain in one pass computes each row
-    exactly as vanilla's one-token steps do. With bfloat16 products (row by row, whatever the rows
-    beside them) and attention in float64 this holds bit for bit; float32 products sum differently
-    for different numbers of rows and match only to their last bits."""
-    model = tiny_gpt()
+def test_with_bfloat16_products_a_verified_tree_gives_its_path_the_bits_of_one_token_passes():
+    """What greedy speculative decoding stands on: a tree's pass computes each node on the accepted
+    path exactly as vanilla's one-token steps do. With bfloat16 products (row by row, whatever the
+    rows beside them) and row-exact attention this holds bit for bit: trees of 1 to 9 nodes, siblings
+    between a path's nodes, from the first position on, at the shipped model's head size. With SDPA
+    it does not (checked by flipping row_exact below); float32 products sum differently for different
+    numbers of rows and match only to their last bits."""
+    cfg = GPTConfig(dim=256, n_layer=2, n_head=4, vocab_size=64, num_classes=3, grid_size=16)
+    model = tiny_gpt(config=cfg)
     multiply_in(model, torch.bfloat16)
-    cfg = TINY_GPT
-    tokens = torch.randint(0, cfg.vocab_size, (2, 9))
-    cache_dtype = attention_dtype(model.output.weight, greedy=True)
-    assert cache_dtype == torch.float64
-    assert attention_dtype(model.output.weight, greedy=False) == torch.float32  # sampling needs no bitwise match
+    assert needs_row_exact(model.output.weight, greedy=True)
+    assert not needs_row_exact(model.output.weight, greedy=False)  # sampling needs no bitwise match
+    tokens = torch.randint(0, cfg.vocab_size, (1, 40)).expand(2, -1)  # (2, 40): CFG's two rows
+    classes = torch.tensor([1, cfg.num_classes])
+    capacity = cfg.block_size + 9
 
-    def passes(cache: KVCache, starts: list[int]) -> torch.Tensor:
-        hidden = [model(model.embed_condition(torch.tensor([1, cfg.num_classes])), torch.arange(1), cache,
-                        torch.arange(1), torch.ones(1, 1, dtype=torch.bool))]
-        for start, end in zip(starts, starts[1:]):
-            positions = torch.arange(1 + start, 1 + end)  # (T,)
-            mask = torch.ones(end - start, 1 + end, dtype=torch.bool)
-            mask[:, 1 + start:] = torch.ones(end - start, end - start, dtype=torch.bool).tril()
-            hidden.append(model(model.embed_tokens(tokens[:, start:end]), positions, cache, positions, mask))
-        return torch.cat(hidden, dim=1)  # (2, 10, D)
+    def start() -> KVCache:
+        cache = KVCache.for_model(cfg, 2, capacity, row_exact=True)
+        model(model.embed_condition(classes), torch.arange(1), cache, torch.arange(1),
+              torch.ones(1, 1, dtype=torch.bool))
+        return cache
 
     with torch.no_grad():
-        one_by_one = passes(KVCache.for_model(cfg, 2, cfg.block_size, cache_dtype), list(range(10)))
-        batched = passes(KVCache.for_model(cfg, 2, cfg.block_size, cache_dtype), [0, 2, 7, 9])
-    assert torch.equal(one_by_one, batched)
+        cache = start()
+        one_by_one = []
+        for i in range(tokens.shape[1]):
+            position = torch.tensor([1 + i])
+            mask = torch.ones(1, 2 + i, dtype=torch.bool)
+            one_by_one.append(model(model.embed_tokens(tokens[:, i:i + 1]), position, cache, position, mask))
+
+        cache, committed, done = start(), 1, 0
+        for path_length in (1, 4, 2, 5, 1, 3, 5, 4, 2, 3):
+            # the path's nodes, each followed by a sibling that is not kept (the last one by none)
+            parents: list[int] = []
+            path: list[int] = []
+            for depth in range(path_length):
+                path.append(len(parents))
+                parents.append(path[-2] if depth else -1)
+                if depth < path_length - 1:
+                    parents.append(path[-1])
+            n = len(parents)
+            node_tokens = torch.randint(0, cfg.vocab_size, (n,))
+            node_tokens[path] = tokens[0, done:done + path_length]
+            tree = ancestor_mask(torch.tensor(parents))  # (N, N)
+            positions = committed + tree.sum(1) - 1  # (N,): committed + depth
+            hidden = model(model.embed_tokens(node_tokens.expand(2, n)), positions, cache,
+                           torch.arange(committed, committed + n), mask_for_cache(tree, committed))
+            for node, step in zip(path, range(done, done + path_length)):
+                assert torch.equal(hidden[:, node], one_by_one[step][:, 0]), f"token {step}, tree of {n}"
+            cache.keep([committed + node for node in path], committed)
+            committed, done = committed + path_length, done + path_length

@@ -1,4 +1,5 @@
 import gc
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +16,7 @@ def test_large_products_match_f_linear_and_follow_in_place_changes():
         assert torch.allclose(matmul.linear(x, weight), F.linear(x, weight), atol=1e-4)
         small = torch.randn(1, 192)
         assert torch.equal(matmul.linear(small, weight), F.linear(small, weight))  # MKL, bit for bit
-    key = id(weight)
+    key = (id(weight), torch.float32)
     assert key in matmul._packed
     del weight
     gc.collect()
@@ -63,3 +64,40 @@ def test_a_bfloat16_product_of_a_row_does_not_depend_on_the_rows_beside_it():
         full = matmul.linear(x, layer.weight)
         for rows in (1, 2, 4, 18):
             assert torch.equal(matmul.linear(x[:, :rows], layer.weight), full[:, :rows])
+
+
+def test_a_sampling_decode_multiplies_only_its_large_products_in_bfloat16_and_only_in_its_thread():
+    torch.manual_seed(0)
+    weight = torch.randn(768, 256)
+    wide = torch.randn(1, 14, 256)  # a 7-node tree's CFG rows: 2.75 million multiply-adds
+    narrow = torch.randn(1, 2, 256)  # a one-token step's: 0.39 million
+    assert wide.numel() * 768 >= matmul.LARGE_MIN_MACS > narrow.numel() * 768
+    large = matmul.LargeProductsInBfloat16(enabled=True)
+    with torch.inference_mode():
+        exact_wide, exact_narrow = F.linear(wide, weight), F.linear(narrow, weight)
+        layer = torch.nn.Linear(256, 768, bias=False)
+        layer.weight.copy_(weight)
+        matmul.multiply_in(layer, torch.bfloat16)
+        rounded_wide = matmul.linear(wide, layer.weight)  # every product in bfloat16
+        in_other_thread = []
+        with large:
+            assert torch.equal(matmul.linear(wide, weight), rounded_wide)
+            assert torch.equal(matmul.linear(narrow, weight), exact_narrow)  # MKL's float32, as outside
+            worker = threading.Thread(target=lambda: in_other_thread.append(matmul.linear(wide, weight)))
+            worker.start()
+            worker.join()
+        assert torch.allclose(in_other_thread[0], exact_wide, atol=1e-4)  # another user's decode
+        assert torch.allclose(matmul.linear(wide, weight), exact_wide, atol=1e-4)  # left: float32 again
+        assert not torch.allclose(rounded_wide, exact_wide, atol=1e-4)
+        with large:  # reusable, as the decoding loop enters it once a step
+            assert torch.equal(matmul.linear(wide, weight), rounded_wide)
+        with matmul.LargeProductsInBfloat16(enabled=False):
+            assert torch.allclose(matmul.linear(wide, weight), exact_wide, atol=1e-4)
+
+
+def test_only_sampling_decodes_of_float32_models_round_their_large_products():
+    layer = torch.nn.Linear(256, 768, bias=False)
+    assert matmul.rounds_large_products(layer.weight, greedy=False) == matmul.NATIVE_BFLOAT16
+    assert not matmul.rounds_large_products(layer.weight, greedy=True)  # greedy claims vanilla's bits
+    matmul.multiply_in(layer, torch.bfloat16)
+    assert not matmul.rounds_large_products(layer.weight, greedy=False)  # all its products are already

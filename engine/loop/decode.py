@@ -17,7 +17,9 @@ from engine.core.trace import StepTrace
 from engine.core.tree import DraftTree, causal_mask
 from engine.drafters.base import DecodeState, Drafter
 from engine.loop.verify import target_pass
-from engine.model.kv_cache import KVCache, attention_dtype
+from engine.model.attention import needs_row_exact
+from engine.model.kv_cache import KVCache
+from engine.model.matmul import LargeProductsInBfloat16, rounds_large_products
 from engine.model.target import Target
 from engine.rules.acceptance import Rule
 from engine.rules.walks import WalkResult
@@ -36,47 +38,50 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
     bound = rule.bind(sampling)  # the rule for this decode's mode, greedy or sampling
     state = DecodeState(target, class_id, 1 + sampling.uses_cfg, sampling, bound, generator, [],
                         cfg.num_image_tokens)
+    rounding = LargeProductsInBfloat16(rounds_large_products(weight, sampling.greedy))
     cache = KVCache.for_model(cfg, state.rows, cfg.block_size + drafter.largest_tree(),
-                              attention_dtype(weight, sampling.greedy), weight.device)
+                              weight.dtype, weight.device, row_exact=needs_row_exact(weight, sampling.greedy))
     judged = rule.target_sampling(sampling)  # how the rule wants the target's p filtered
 
     # 0. Prefill: the condition prefix gives the distribution of the first image token.
     started = time.perf_counter()
-    hidden, probs = _prefill(target, cache, state, judged)  # (R, P, D), (1, V)
-    committed, verify_ms = hidden.shape[1], _elapsed_ms(started)
-    first = bound.walk(DraftTree.root_only(0), probs, _uniforms(generator, 1))
-    state.tokens.append(first.next_token)
-    drafter.reset(state, hidden)
+    with rounding:
+        hidden, probs = _prefill(target, cache, state, judged)  # (R, P, D), (1, V)
+        committed, verify_ms = hidden.shape[1], _elapsed_ms(started)
+        first = bound.walk(DraftTree.root_only(0), probs, _uniforms(generator, 1))
+        state.tokens.append(first.next_token)
+        drafter.reset(state, hidden)
     yield _trace(0, DraftTree.root_only(first.next_token), first, probs, state, 0.0, verify_ms, 0.0,
                  position=0, root_is_new=True)
 
     for step in itertools.count(1):
         if len(state.tokens) >= state.num_tokens:
             return
-        # 1. Propose a tree rooted at the last token; no deeper than the image has tokens left.
-        started = time.perf_counter()
-        tree = drafter.propose(state, state.tokens[-1], state.num_tokens - len(state.tokens))
-        draft_ms = _elapsed_ms(started)
+        with rounding:  # a sampling decode's large products in bfloat16, where that pays
+            # 1. Propose a tree rooted at the last token; no deeper than the image has tokens left.
+            started = time.perf_counter()
+            tree = drafter.propose(state, state.tokens[-1], state.num_tokens - len(state.tokens))
+            draft_ms = _elapsed_ms(started)
 
-        # 2. Verify every drafted token in one target pass.
-        started = time.perf_counter()
-        verified = target_pass(target, cache, committed, tree, judged, state.rows)
-        verify_ms = _elapsed_ms(started)
+            # 2. Verify every drafted token in one target pass.
+            started = time.perf_counter()
+            verified = target_pass(target, cache, committed, tree, judged, state.rows)
+            verify_ms = _elapsed_ms(started)
 
-        # 3. Accept: walk the tree with the rule, draw the next token where the walk stops.
-        started = time.perf_counter()
-        result = bound.walk(tree, verified.probs, _uniforms(generator, tree.size))
-        accept_ms = _elapsed_ms(started)
+            # 3. Accept: walk the tree with the rule, draw the next token where the walk stops.
+            started = time.perf_counter()
+            result = bound.walk(tree, verified.probs, _uniforms(generator, tree.size))
+            accept_ms = _elapsed_ms(started)
 
-        # 4. Keep the cache entries of the root and the accepted path, contiguously.
-        kept = [0] + result.accepted_nodes
-        cache.keep([committed + node for node in kept], committed)
-        committed += len(kept)
-        position = len(state.tokens)
-        state.tokens.extend(_new_tokens(tree, result)[: state.num_tokens - position])
+            # 4. Keep the cache entries of the root and the accepted path, contiguously.
+            kept = [0] + result.accepted_nodes
+            cache.keep([committed + node for node in kept], committed)
+            committed += len(kept)
+            position = len(state.tokens)
+            state.tokens.extend(_new_tokens(tree, result)[: state.num_tokens - position])
 
-        # 5. Let the drafter see what the target kept.
-        drafter.observe(state, tree, kept, verified.hidden, verified.probs)
+            # 5. Let the drafter see what the target kept.
+            drafter.observe(state, tree, kept, verified.hidden, verified.probs)
 
         # 6. Report the step.
         yield _trace(step, tree, result, verified.probs[kept], state, draft_ms, verify_ms,

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.core.tree import causal_mask
+from engine.model.attention import attend, row_exact_mask
 from engine.model.kv_cache import KVCache
 from engine.model.matmul import linear, weight_state
 
@@ -140,8 +141,7 @@ class Attention(nn.Module):
         v = qkv[:, :, 2 * H :].transpose(1, 2)  # (B, H, T, hd)
         if cache is not None:
             k, v = cache.write(layer, slots, k, v, visible=mask.shape[-1])  # (B, H, S, hd)
-            q = q.to(k.dtype)  # attention runs in the cache's dtype (engine.model.kv_cache.attention_dtype)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).to(x.dtype)  # (B, H, T, hd)
+        y = attend(q, k, v, mask, cache is not None and cache.row_exact)  # (B, H, T, hd)
         return linear(y.transpose(1, 2).reshape(B, T, D), self.wo.weight)
 
 
@@ -237,10 +237,11 @@ class GPT(nn.Module):
         each query sees; without one, `mask` (T, T) applies to the T inputs alone.
         """
         rope = self.rotation_at(positions)  # (T, 1, hd) x 2, shared by every layer
+        if cache is not None and cache.row_exact and mask is not None:
+            mask = row_exact_mask(mask, cache.capacity)  # (T, S')
         if mask is not None and mask.dtype == torch.bool:
             # Attention would turn a bool mask into an additive one in every layer; do it once.
-            scores = cache.k.dtype if cache is not None else h.dtype
-            mask = torch.zeros(mask.shape, dtype=scores, device=h.device).masked_fill_(~mask, float("-inf"))
+            mask = torch.zeros(mask.shape, dtype=h.dtype, device=h.device).masked_fill_(~mask, float("-inf"))
         for i, layer in enumerate(self.layers):
             h = layer.forward(h, rope, i, cache, slots, mask)
         return self.norm(h)

@@ -9,42 +9,32 @@ from collections.abc import Sequence
 
 import torch
 
-from engine.model.matmul import product_dtype
-
-
-def attention_dtype(weight: torch.Tensor, greedy: bool) -> torch.dtype:
-    """The dtype of a target's cache, in which its attention runs, for a model whose output weight is
-    `weight`: its own, except for greedy decoding with float32 models whose products round to
-    bfloat16, which attend in float64. Their attention's sums are ordered by the number of query rows
-    and visible slots, so a one-token pass and a verified tree's batched pass differ in the last bits,
-    and the next product's rounding to bfloat16 makes those bits visible (greedy speculative decoding
-    then parts from vanilla at the first near-tie). In float64 the two differ about 2^29 times more
-    rarely once rounded to float32, and greedy decoding stays token for token. Sampling claims the
-    target's distribution, not its bits, and keeps float32's cheaper attention."""
-    if greedy and weight.dtype == torch.float32 and product_dtype(weight) == torch.bfloat16:
-        return torch.float64
-    return weight.dtype
-
 
 class KVCache:
     def __init__(self, n_layer: int, batch: int, n_head: int, capacity: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+                 row_exact: bool = False):
         shape = (n_layer, batch, n_head, capacity, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, S, hd)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, S, hd)
+        # Row-exact attention (engine.model.attention) sums the softmax's weights as a product with
+        # a column of ones after the values: it is kept here rather than appended in every layer.
+        self.v = torch.ones(*shape[:-1], head_dim + row_exact, dtype=dtype, device=device)  # (L, B, H, S, hd [+ 1])
         self.capacity = capacity
+        self.row_exact = row_exact
 
     @classmethod
     def for_model(cls, cfg, batch: int, capacity: int, dtype: torch.dtype = torch.float32,
-                  device: torch.device | str = "cpu") -> KVCache:
+                  device: torch.device | str = "cpu", row_exact: bool = False) -> KVCache:
         """A cache for every layer of a model with GPTConfig-style `cfg` (n_layer, n_head, head_dim)."""
-        return cls(cfg.n_layer, batch, cfg.n_head, capacity, cfg.head_dim, dtype=dtype, device=device)
+        return cls(cfg.n_layer, batch, cfg.n_head, capacity, cfg.head_dim, dtype=dtype, device=device,
+                   row_exact=row_exact)
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               visible: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store k, v (B, H, T, hd) at `slots` (T,); return the first `visible` slots of the layer."""
+        """Store k, v (B, H, T, hd) at `slots` (T,); return the first `visible` slots of the layer
+        (values with their column of ones where the cache is row-exact)."""
         self.k[layer].index_copy_(2, slots, k.to(self.k.dtype))
-        self.v[layer].index_copy_(2, slots, v.to(self.v.dtype))
+        self.v[layer, ..., :v.shape[-1]].index_copy_(2, slots, v.to(self.v.dtype))
         return self.k[layer, :, :, :visible], self.v[layer, :, :, :visible]
 
     def keep(self, source_slots: Sequence[int] | torch.Tensor, start: int) -> None:

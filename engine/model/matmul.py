@@ -1,5 +1,5 @@
 """Matrix products for inference on CPU: oneDNN with prepacked weights where that is faster, and
-products in bfloat16 where a model is set to multiply in it.
+products in bfloat16 where a model is set to multiply in it, or where a sampling decode's are large.
 
 Where oneDNN starts to pay depends on the CPU, so the threshold (multiply-adds a product) is kept per
 vendor; weights were timed per shape cycling through a forward pass's worth of copies (not cache-warm):
@@ -15,20 +15,27 @@ Smaller products, anything that needs gradients, other dtypes and other devices 
 packed weight is a second copy of it, kept as long as the weight lives and rebuilt when the weight
 changes in place.
 
-On CPUs with native bfloat16 products (AVX-512 BF16, AMX), a weight set to multiply in bfloat16
-(`multiply_in`) is packed as bfloat16 and its input rounded to bfloat16, the sums kept in float32
-and the result rounded to bfloat16, as bfloat16 autocast computes a product (the embedded model was
-trained so); everything between products stays float32. Such a product of a row is the same whatever
-the rows beside it, which float32's MKL and oneDNN kernels do not promise, so with attention in
-float64, as greedy decoding has it (engine.model.kv_cache.attention_dtype), a verified tree's rows
-are bit for bit those of one-token passes. A pass streams half the weight bytes, and wide rows gain most: the 16 layers'
-products took 4.4-4.7 ms against 6.5-7.7 ms in float32 at two rows, 5.8-6.6 against 11.7 at
-eighteen (one thread, before the one-token float32 products moved to MKL). At a one-token step,
-MKL's float32 products now cost about what bfloat16's do, and the float64 attention costs more, so
-vanilla runs slower than in float32: an option (engine.loading.load), not the default.
+On CPUs with native bfloat16 products (AVX-512 BF16, AMX), bfloat16 products are used two ways:
+* A weight set to multiply in bfloat16 (`multiply_in`, `--dtype bfloat16-matmul`) is packed as
+  bfloat16 and its input rounded to bfloat16, the sums kept in float32 and the result rounded to
+  bfloat16, as bfloat16 autocast computes a product (the embedded model was trained so); everything
+  between products stays float32. Such a product of a row is the same whatever the rows beside it,
+  which float32's MKL and oneDNN kernels do not promise, so with row-exact attention, as greedy
+  decoding has it (engine.model.attention), a verified tree's rows are bit for bit those of
+  one-token passes. At a one-token step MKL's float32 products cost what bfloat16's do, and the
+  row-exact attention costs more than SDPA, so this is an option, not the default.
+* A sampling decode of a float32 model (`LargeProductsInBfloat16`, entered by the decoding loop)
+  multiplies in bfloat16 only its products of at least LARGE_MIN_MACS multiply-adds: a bfloat16
+  call costs a nearly fixed 65-90 us on the 16-layer model's 256-wide weights, where float32's grows
+  with the rows (768 x 256: 53 us at two rows, 97 at eight, 138 at fourteen, against 91, 92 and 88;
+  256 x 256: 17 to 43 against 65-68; the 4,096-code head: 530 against 316 at two rows, 842 against
+  415 at fourteen). So a verified tree's wide products and every step's head round to bfloat16, and
+  a one-token step's layers stay float32. Sampling claims the target's distribution, not its bits;
+  greedy decoding keeps every product float32, whose bits its claim rests on.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 import torch
@@ -47,9 +54,9 @@ def _cpu_vendor() -> str:
 
 ONEDNN_MIN_MACS = 350_000 if _cpu_vendor() == "AuthenticAMD" else 2_000_000
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-# id(weight) -> (weak reference to it, its (storage, version) and dtype when packed, the packed
-# copy); a plain dict, as a weak-keyed one's lookups cost more than the products they guard here.
-_packed: dict[int, tuple[weakref.ref, tuple[int, int, torch.dtype], torch.Tensor]] = {}
+# (id(weight), dtype) -> (weak reference to it, its (storage, version) when packed, the packed copy
+# in dtype); a plain dict, as a weak-keyed one's lookups cost more than the products they guard here.
+_packed: dict[tuple[int, torch.dtype], tuple[weakref.ref, tuple[int, int], torch.Tensor]] = {}
 # id(weight) -> (weak reference to it, the dtype its products run in), set by multiply_in
 _product_dtypes: dict[int, tuple[weakref.ref, torch.dtype]] = {}
 
@@ -61,13 +68,13 @@ def multiply_in(module: nn.Module, dtype: torch.dtype | None) -> None:
         if isinstance(sub, nn.Linear):
             _product_dtypes.pop(id(sub.weight), None)
             if dtype is not None and dtype != sub.weight.dtype:
-                _product_dtypes[id(sub.weight)] = (_dropped_with(sub.weight, _product_dtypes), dtype)
+                _product_dtypes[id(sub.weight)] = (_dropped_with(sub.weight, _product_dtypes, id(sub.weight)),
+                                                   dtype)
 
 
-def _dropped_with(weight: torch.Tensor, table: dict) -> weakref.ref:
-    """A weak reference to `weight` whose callback drops its entry from `table` with it, before its
-    id can be reused."""
-    key = id(weight)
+def _dropped_with(weight: torch.Tensor, table: dict, key: object) -> weakref.ref:
+    """A weak reference to `weight` whose callback drops its entry `key` from `table` with it,
+    before its id can be reused."""
     return weakref.ref(weight, lambda _: table.pop(key, None))
 
 
@@ -87,12 +94,12 @@ def weight_state(weight: torch.Tensor) -> tuple[int, int]:
 
 
 def _pack(weight: torch.Tensor, rows: int, dtype: torch.dtype) -> torch.Tensor:
-    key = id(weight)
-    version = (*weight_state(weight), dtype)
+    key = (id(weight), dtype)
+    version = weight_state(weight)
     entry = _packed.get(key)
     if entry is None or entry[0]() is not weight or entry[1] != version:
         packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), rows)
-        entry = (_dropped_with(weight, _packed), version, packed)
+        entry = (_dropped_with(weight, _packed, key), version, packed)
         _packed[key] = entry
     return entry[2]
 
@@ -103,9 +110,41 @@ def product_dtype(weight: torch.Tensor) -> torch.dtype | None:
     return entry[1] if entry is not None and entry[0]() is weight else None
 
 
+NATIVE_BFLOAT16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+LARGE_MIN_MACS = 1_500_000
+_large = threading.local()  # .on: this thread multiplies products of LARGE_MIN_MACS or more in bfloat16
+
+
+def rounds_large_products(weight: torch.Tensor, greedy: bool) -> bool:
+    """Whether a decode of a model whose output weight is `weight` multiplies its large products in
+    bfloat16: when it samples, on a CPU with native bfloat16 products, and the model has no product
+    dtype set."""
+    return (not greedy and NATIVE_BFLOAT16 and weight.device.type == "cpu" and weight.dtype == torch.float32
+            and product_dtype(weight) is None)
+
+
+class LargeProductsInBfloat16:
+    """While entered (reusable), this thread's float32 products of LARGE_MIN_MACS multiply-adds or
+    more run in bfloat16 where `enabled`; smaller ones stay float32."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._previous = False
+
+    def __enter__(self) -> None:
+        self._previous = getattr(_large, "on", False)
+        _large.on = self.enabled
+
+    def __exit__(self, *exc) -> None:
+        _large.on = self._previous
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x (..., in) @ weight (out, in).T -> (..., out), as F.linear without a bias."""
     low_dtype = product_dtype(weight) if _product_dtypes else None
+    if (low_dtype is None and getattr(_large, "on", False) and x.numel() * weight.shape[0] >= LARGE_MIN_MACS
+            and weight.dtype == torch.float32):
+        low_dtype = torch.bfloat16
     if low_dtype is not None and x.dtype == torch.float32 and _no_grad(x, weight):
         low = x.to(low_dtype)  # (..., in)
         if _ONEDNN and x.device.type == "cpu":
