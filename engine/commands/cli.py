@@ -34,10 +34,11 @@ def _add_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", default=None, help="the caption, for text-to-image models")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when present)")
     parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPES),
-                        help="GPT and drafter precision; auto: bfloat16 on CUDA, float32 on CPU; bfloat16-matmul: "
-                             "float32 with bfloat16 matrix products (attention in float64 when greedy, so that "
-                             "speculative decoding keeps vanilla's tokens): wide rows cost less on CPUs with "
-                             "native bfloat16, a greedy one-token step more")
+                        help="GPT and drafter precision; auto: bfloat16 on CUDA, float32 on CPU (where a sampling "
+                             "decode multiplies its large products in bfloat16 if the CPU does so natively); "
+                             "bfloat16-matmul: float32 with every matrix product in bfloat16 (row-exact attention "
+                             "when greedy, so that speculative decoding keeps vanilla's tokens): wide rows cost "
+                             "less on CPUs with native bfloat16, a greedy one-token step more")
 
 
 def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:

@@ -3,11 +3,12 @@
 The command line, the benchmark, the app and drafter training all load through `load_model`:
 `device` "auto" is CUDA when present, else the CPU; `dtype` "auto" is bfloat16 for the GPT and its
 drafters on CUDA (safe there: norms, RoPE, logits and sampling stay in fp32 or fp64) and float32 on
-the CPU. bfloat16-matmul keeps float32 tensors and runs the matrix products in bfloat16, as bfloat16
-autocast computes them (engine.model.matmul), with the target's attention in float64 when decoding
-greedily (engine.model.kv_cache): a one-token pass and a verified tree's batched pass then give each
+the CPU, where a sampling decode multiplies its large products in bfloat16 on CPUs that do so
+natively (engine.model.matmul). bfloat16-matmul keeps float32 tensors and runs every matrix product
+in bfloat16, as bfloat16 autocast computes them, with the target's attention row-exact when decoding
+greedily (engine.model.attention): a one-token pass and a verified tree's batched pass then give each
 row the same bits, so greedy speculative decoding is vanilla's token for token, and wide rows cost
-far less than in float32; but the float64 attention makes a one-token step slower than float32's,
+far less than in float32; but the row-exact attention makes a one-token step slower than float32's,
 so greedy vanilla is slower too, and the precision is asked for, not chosen. The VQ decoder always
 stays float32.
 """

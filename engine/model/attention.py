@@ -17,8 +17,9 @@ the bits of a one-token pass (tested in tests/test_gpt.py and on the shipped mod
   product instead, over a column of ones that the cache keeps after the values, in the values'
   slot order;
 * slots rounded up to blocks of ROW_EXACT_SLOT_BLOCK, hidden: tiny products take other kernels.
-Hidden slots contribute exact zeros. Against float32 SDPA this costs a little at one row; float64
-SDPA, which made the differences rare rather than absent, cost more.
+Hidden slots contribute exact zeros. This costs more than SDPA (at one row about three times, a
+tree's rows about one and a half), so only greedy decoding with bfloat16 products takes it; float64
+SDPA, used before, cost less but made the differences rarer, not absent.
 """
 from __future__ import annotations
 
