@@ -92,3 +92,19 @@ def test_unknown_class_is_rejected(tiny_model, class_id, fragment):
 def test_unknown_method_is_rejected(tiny_model):
     with pytest.raises(InvalidInput, match="unknown method 'fast'"):
         generate(tiny_model, "fast", SamplingConfig(), 0)
+
+
+@pytest.mark.parametrize("temperature, rounds", [(1.0, True), (0.0, False)])
+def test_only_a_sampling_decode_multiplies_its_large_products_in_bfloat16(tiny_eagle, monkeypatch, temperature,
+                                                                          rounds):
+    from engine.model import matmul
+
+    monkeypatch.setattr(matmul, "NATIVE_BFLOAT16", True)  # as on a CPU with native bfloat16 products
+    seen: list[bool] = []
+    target_type = type(tiny_eagle.target)
+    forward = target_type.forward
+    monkeypatch.setattr(target_type, "forward", lambda self, *args, **kwargs: (
+        seen.append(getattr(matmul._large, "on", False)), forward(self, *args, **kwargs))[1])
+    generate(tiny_eagle, "eagle2", SamplingConfig(temperature=temperature, seed=3), 1)
+    assert seen and set(seen) == {rounds}  # every target pass, the prefill's included
+    assert not getattr(matmul._large, "on", False)  # and nothing after the decode
