@@ -44,16 +44,18 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def _cpu_vendor() -> str:
-    """The CPU's vendor id as Linux reports it ("GenuineIntel", "AuthenticAMD"), or "" elsewhere."""
+def _cpuinfo(field: str) -> str:
+    """The first value of `field` in Linux's /proc/cpuinfo ("vendor_id", "flags"), or "" elsewhere."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("vendor_id")), "")
+            return next((line.split(":", 1)[1].strip() for line in info if line.startswith(field)), "")
     except OSError:
         return ""
 
 
-ONEDNN_MIN_MACS = 350_000 if _cpu_vendor() == "AuthenticAMD" else 2_000_000
+ONEDNN_MIN_MACS = 350_000 if _cpuinfo("vendor_id") == "AuthenticAMD" else 2_000_000
+# Whether the CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX); elsewhere oneDNN emulates it.
+NATIVE_BFLOAT16 = bool({"avx512_bf16", "amx_bf16"} & set(_cpuinfo("flags").split()))
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 # (id(weight), dtype) -> (weak reference to it, its (storage, version) when packed, the packed copy
 # in dtype); a plain dict, as a weak-keyed one's lookups cost more than the products they guard here.
@@ -111,7 +113,6 @@ def product_dtype(weight: torch.Tensor) -> torch.dtype | None:
     return entry[1] if entry is not None and entry[0]() is weight else None
 
 
-NATIVE_BFLOAT16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 LARGE_MIN_MACS = 1_500_000
 _large = threading.local()  # .on: this thread multiplies products of LARGE_MIN_MACS or more in bfloat16
 
