@@ -9,7 +9,7 @@ from engine.model import matmul
 
 def test_large_products_match_f_linear_and_follow_in_place_changes():
     torch.manual_seed(0)
-    weight, x = torch.randn(1024, 192), torch.randn(2, 6, 192)  # above the oneDNN threshold
+    weight, x = torch.randn(1024, 192), torch.randn(2, 6, 192)  # above the packing threshold
     with torch.inference_mode():
         assert torch.allclose(matmul.linear(x, weight), F.linear(x, weight), atol=1e-4)
         weight.mul_(2.0)  # a packed copy made before this must not be used again
@@ -21,6 +21,20 @@ def test_large_products_match_f_linear_and_follow_in_place_changes():
     del weight
     gc.collect()
     assert key not in matmul._packed  # the packed copy goes with its weight
+
+
+def test_one_packed_copy_serves_every_row_count_and_strided_inputs():
+    torch.manual_seed(0)
+    weight = torch.randn(4096, 256)  # the head: packed from one row
+    assert 256 * 4096 >= matmul.PACKED_MIN_MACS
+    with torch.inference_mode():
+        for rows in range(1, 41):
+            x = torch.randn(rows, 256)
+            assert torch.allclose(matmul.linear(x, weight), F.linear(x, weight), rtol=1e-5, atol=1e-4), rows
+        strided = torch.randn(2, 5, 256)[:, -1:]  # (2, 1, 256): the last position of each CFG row
+        assert torch.allclose(matmul.linear(strided, weight), F.linear(strided, weight), rtol=1e-5, atol=1e-4)
+    if matmul.FLOAT32_PACKER is not None:
+        assert [key for key in matmul._packed if key[0] == id(weight)] == [(id(weight), torch.float32)]
 
 
 def test_products_that_need_gradients_stay_differentiable():

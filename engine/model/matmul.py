@@ -1,16 +1,23 @@
-"""Matrix products for inference on CPU: oneDNN with prepacked weights where that is faster, and
-products in bfloat16 where a model is set to multiply in it, or where a sampling decode's are large.
+"""Matrix products for inference on CPU: float32 products from prepacked weights where that is faster,
+and products in bfloat16 where a model is set to multiply in it, or where a sampling decode's are large.
 
-Where oneDNN starts to pay depends on the CPU, so the threshold (multiply-adds a product) is kept per
-vendor; weights were timed per shape cycling through a forward pass's worth of copies (not cache-warm):
-* AMD, where MKL's sgemm takes its generic path: oneDNN's is 1.5-2x faster on the 8-16 rows of a
+A product of few rows streams its weight once and spends little arithmetic on it; F.linear then
+repacks the weight on every call, which costs more than the arithmetic from a few rows up. Packing a
+weight once saves that. Where it starts to pay depends on the CPU, so the threshold (multiply-adds a
+product) and the packer are kept per vendor; weights were timed per shape cycling through a forward
+pass's worth of copies (not cache-warm):
+* Intel (and any other with MKL): MKL's packed sgemm. F.linear wins the two rows of a one-token step
+  (768 x 256: 42 us against 48; 256 x 256: 16 against 18) and the packed product everything from
+  about half a million (768 x 256 at four rows: 49 us against 63, at eight 53 against 78, at fourteen
+  75 against 100; 256 x 256 at eight rows: 20 against 25; the 4,096-code head at one row: 269
+  against 361, at fourteen 638 against 885). oneDNN's packed product is slower than MKL's at all of
+  these (768 x 256 at eight rows: 84 us). MKL's packed buffer records how it was laid out, so one copy,
+  packed for the 16 rows of a typical verified tree, serves every row count (packed for the exact rows,
+  20 and more rows run up to a quarter faster; below 16 it makes no difference).
+* AMD, where MKL's sgemm takes its generic path: oneDNN's, 1.5-2x faster on the 8-16 rows of a
   verified draft tree (two CFG rows per node), but each call costs about 15 us more, which a one-token
   step cannot win back. It wins from four rows of the attention and feed-forward inputs (390,000 to
   440,000 multiply-adds; 15.6-17.2 us against 17.6-20.4 us on the 8-layer model's 192-wide weights).
-* Intel (and any other), where MKL's own kernels run: MKL wins at the two rows of a one-token step on
-  the 16-layer model (41 us against 54 us for a 768 x 256 weight, 14 against 27 for 256 x 256), draws
-  level at four to eight, and oneDNN wins from about two million (768 x 256 at twelve rows: 76 us
-  against 87; the 4,096-code head at four rows: 345 against 469).
 Smaller products, anything that needs gradients, other dtypes and other devices stay with F.linear. A
 packed weight is a second copy of it, kept as long as the weight lives and rebuilt when the weight
 changes in place.
@@ -53,10 +60,15 @@ def _cpuinfo(field: str) -> str:
         return ""
 
 
-ONEDNN_MIN_MACS = 350_000 if _cpuinfo("vendor_id") == "AuthenticAMD" else 2_000_000
+_MKL = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+_AMD = _cpuinfo("vendor_id") == "AuthenticAMD"
+# Which packed float32 product runs (None: none), from how many multiply-adds (see the docstring).
+FLOAT32_PACKER = "mkl" if _MKL and not _AMD else "onednn" if _ONEDNN else None
+PACKED_MIN_MACS = 500_000 if FLOAT32_PACKER == "mkl" else 350_000 if _AMD else 2_000_000
+MKL_PACKED_ROWS = 16
 # Whether the CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX); elsewhere oneDNN emulates it.
 NATIVE_BFLOAT16 = bool({"avx512_bf16", "amx_bf16"} & set(_cpuinfo("flags").split()))
-_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 # (id(weight), dtype) -> (weak reference to it, its (storage, version) when packed, the packed copy
 # in dtype); a plain dict, as a weak-keyed one's lookups cost more than the products they guard here.
 _packed: dict[tuple[int, torch.dtype], tuple[weakref.ref, tuple[int, int], torch.Tensor]] = {}
@@ -82,7 +94,7 @@ def _dropped_with(weight: torch.Tensor, table: dict, key: object) -> weakref.ref
 
 
 def _wanted(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return (x.numel() * weight.shape[0] >= ONEDNN_MIN_MACS and _ONEDNN and x.device.type == "cpu"
+    return (x.numel() * weight.shape[0] >= PACKED_MIN_MACS and FLOAT32_PACKER is not None and x.device.type == "cpu"
             and x.dtype == weight.dtype == torch.float32 and _no_grad(x, weight))
 
 
@@ -101,7 +113,10 @@ def _pack(weight: torch.Tensor, rows: int, dtype: torch.dtype) -> torch.Tensor:
     version = weight_state(weight)
     entry = _packed.get(key)
     if entry is None or entry[0]() is not weight or entry[1] != version:
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), rows)
+        if dtype == torch.float32 and FLOAT32_PACKER == "mkl":
+            packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), MKL_PACKED_ROWS)
+        else:
+            packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), rows)
         entry = (_dropped_with(weight, _packed, key), version, packed)
         _packed[key] = entry
     return entry[2]
@@ -155,5 +170,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.linear(low, weight.to(low_dtype)).float()
     if not _wanted(x, weight):
         return F.linear(x, weight)
-    packed = _pack(weight, x.numel() // x.shape[-1], torch.float32)
+    rows = x.numel() // x.shape[-1]
+    packed = _pack(weight, rows, torch.float32)
+    if FLOAT32_PACKER == "mkl":  # given the rows it is called with, it uses the packed copy
+        return torch.ops.mkl._mkl_linear(x, packed, weight, None, rows)
     return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
