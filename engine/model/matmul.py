@@ -1,19 +1,19 @@
 """Matrix products for inference on CPU: float32 products from prepacked weights where that is faster,
 and products in bfloat16 where a model is set to multiply in it, or where a sampling decode's are large.
 
-A product of few rows streams its weight once and spends little arithmetic on it; F.linear then
-repacks the weight on every call, which costs more than the arithmetic from a few rows up. Packing a
-weight once saves that. Where it starts to pay depends on the CPU, so the threshold (multiply-adds a
-product) and the packer are kept per vendor; weights were timed per shape cycling through a forward
-pass's worth of copies (not cache-warm):
+F.linear lays a weight out for its kernel again on every call; from a few rows up that costs more
+than a copy laid out once (packed) and kept. Where the copy starts to pay depends on the CPU, so the
+threshold (multiply-adds a product) and the packer are kept per vendor; weights were timed per shape
+cycling through a forward pass's worth of copies (not cache-warm):
 * Intel (and any other with MKL): MKL's packed sgemm. F.linear wins the two rows of a one-token step
   (768 x 256: 42 us against 48; 256 x 256: 16 against 18) and the packed product everything from
   about half a million (768 x 256 at four rows: 49 us against 63, at eight 53 against 78, at fourteen
   75 against 100; 256 x 256 at eight rows: 20 against 25; the 4,096-code head at one row: 269
-  against 361, at fourteen 638 against 885). oneDNN's packed product is slower than MKL's at all of
-  these (768 x 256 at eight rows: 84 us). MKL's packed buffer records how it was laid out, so one copy,
-  packed for the 16 rows of a typical verified tree, serves every row count (packed for the exact rows,
-  20 and more rows run up to a quarter faster; below 16 it makes no difference).
+  against 361, at fourteen 638 against 885). oneDNN's packed product is slower on the layers'
+  weights (768 x 256 at eight rows: 84 us) and level with MKL's on the head. One copy, packed for
+  the 16 rows of a typical verified tree, gives F.linear's results at every row count (the tests
+  check 1 to 40); a copy packed for the exact rows was no faster below 16 rows and 10-30 % faster
+  from 20.
 * AMD, where MKL's sgemm takes its generic path: oneDNN's, 1.5-2x faster on the 8-16 rows of a
   verified draft tree (two CFG rows per node), but each call costs about 15 us more, which a one-token
   step cannot win back. It wins from four rows of the attention and feed-forward inputs (390,000 to
@@ -94,8 +94,8 @@ def _dropped_with(weight: torch.Tensor, table: dict, key: object) -> weakref.ref
 
 
 def _wanted(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return (x.numel() * weight.shape[0] >= PACKED_MIN_MACS and FLOAT32_PACKER is not None and x.device.type == "cpu"
-            and x.dtype == weight.dtype == torch.float32 and _no_grad(x, weight))
+    return (x.numel() * weight.shape[0] >= PACKED_MIN_MACS and FLOAT32_PACKER is not None
+            and x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and _no_grad(x, weight))
 
 
 def _no_grad(x: torch.Tensor, weight: torch.Tensor) -> bool:
