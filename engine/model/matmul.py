@@ -41,9 +41,9 @@ On CPUs with native bfloat16 products (AVX-512 BF16, AMX), bfloat16 products are
   768 x 256 weight at 8-14 rows alone (53-77 us), but not inside decodes, where bfloat16's weights
   stream half the bytes: 8 sampled images interleaved, `lantern_static` ran at 2.10x from 1.5
   million, 1.78x from 4 million (the heads alone) and 1.81x in float32. Sampling claims the
-  target's distribution, not its bits;
-  greedy decoding keeps every product float32, whose bits its claim rests on. The threshold was
-  measured on an Intel Xeon with AMX; CPUs with AVX-512 BF16 alone take it untested.
+  target's distribution, not its bits; greedy decoding keeps every product float32, whose bits its
+  claim rests on. The threshold was measured on an Intel Xeon with AMX; CPUs with AVX-512 BF16
+  alone take it untested.
 """
 from __future__ import annotations
 
