@@ -6,7 +6,7 @@ from engine.core.config import SamplingConfig, TreeConfig
 from engine.core.sampling import combine_cfg
 from engine.drafters.base import DecodeState
 from engine.drafters.eagle import EagleDrafter
-from engine.drafters.eagle_net import EagleNet, above_embeddings, training_forward, unrolled_mask
+from engine.drafters.eagle_net import EagleNet, above_embeddings, above_for_drafting, training_forward, unrolled_mask
 from engine.rules.acceptance import ExactRule
 from engine.train.features import sequence_features
 from tests.conftest import TINY_GPT, tiny_gpt
@@ -62,6 +62,17 @@ def test_above_embeddings_are_the_token_one_row_above_the_predicted_one():
     torch.testing.assert_close(above[0, grid - 1], target.embed_tokens(tokens[:, 0])[0])
     torch.testing.assert_close(above[0, -1], target.embed_tokens(tokens[:, -grid])[0])
 
+
+
+@pytest.mark.parametrize("committed", [3, TINY_GPT.grid_size, 2 * TINY_GPT.grid_size + 1])
+def test_drafting_reads_the_tokens_above_that_training_read(committed):
+    target = tiny_gpt()
+    tokens = (torch.arange(TINY_GPT.num_image_tokens) * 7 % TINY_GPT.vocab_size)[None]  # (1, N)
+    known = tokens[0, :committed].tolist()
+    predicted = range(committed - 2, committed + 2)  # the pairs fed and two tree levels
+    drafting = above_for_drafting(target, known, predicted)  # (1, 4, D)
+    training = above_embeddings(target, tokens)[:, [p - 1 for p in predicted]]  # pair j predicts j + 1
+    torch.testing.assert_close(drafting, training, rtol=0, atol=0)
 
 @pytest.mark.parametrize("above", [False, True])
 def test_the_drafter_drafts_with_what_training_showed_it(above):

@@ -40,6 +40,10 @@ from engine.rules.acceptance import BoundRule, Sampling
 CANDIDATES_PER_CHILD = 4  # how far down the draft ranking children are looked for
 
 
+def _log(x: float) -> float:
+    return math.log(x) if x > 0 else -math.inf
+
+
 class EagleDrafter(Drafter):
     # Laid out by each proposal's _catch_up (see reset); `above` stays None for a drafter without fc_above.
     rotations: Rotation | None
@@ -125,12 +129,13 @@ class EagleDrafter(Drafter):
         mask = torch.ones(n_pending, self.committed + n_pending, dtype=torch.bool)  # (n, committed + n)
         mask[:, self.committed:].tril_()
         self.committed += n_pending
-        offsets = torch.arange(1 - n_pending, max(depth, 1), device=device)  # (n + depth - 1,) past the root
-        self.rotations = target.rotation_at(target.cfg.cls_token_num + self.committed - 1 + offsets)
+        # The image positions each call predicts: the n pairs', then tree levels 2..depth's.
+        predicted = range(self.committed + 1 - n_pending, self.committed + max(depth, 1))
+        offsets = torch.arange(predicted.start, predicted.stop, device=device)  # (n + depth - 1,)
+        self.rotations = target.rotation_at(target.cfg.cls_token_num - 1 + offsets)
         self.above = None
         if self.net.fc_above is not None:  # the token above the one each pair predicts
-            known = torch.tensor(state.tokens or [0], dtype=torch.long, device=device)  # (committed,)
-            self.above = above_for_drafting(target, known, self.committed + offsets)  # (1, n + depth - 1, D)
+            self.above = above_for_drafting(target, state.tokens, predicted)  # (1, n + depth - 1, D)
         return self._run(state, torch.tensor(self.pending_tokens), self.pending_features,
                          slice(0, n_pending), self.committed - n_pending, mask)
 
@@ -163,15 +168,16 @@ class EagleDrafter(Drafter):
                             self._level_rows(level), first_slot, mask)
             q = self._draft_probs(state, out)  # (F, V)
             child_q, child_tokens, child_conf = self._children(q, k)  # (F, k) each
-            child_scores = torch.tensor([scores[n] for n in frontier], dtype=q.dtype)[:, None] + child_conf.log()
+            # A level scores a handful of children: on Python floats, which cost less than tensor calls.
+            child_scores = [scores[n] + _log(c) for n, row in zip(frontier, child_conf.tolist()) for c in row]
             base = len(tokens)
             tokens += child_tokens.flatten().tolist()
             parents += [n for n in frontier for _ in range(k)]
             qs += child_q.flatten().tolist()
-            scores += child_scores.flatten().tolist()
-            best = child_scores.flatten().topk(min(k, child_scores.numel())).indices  # (k,)
-            frontier = [base + i for i in best.tolist()]
-            frontier_features = out[:, best // k]  # (R, k, D)
+            scores += child_scores
+            best = sorted(range(len(child_scores)), key=lambda i: -child_scores[i])[:k]  # ties: the earlier
+            frontier = [base + i for i in best]
+            frontier_features = out[:, [i // k for i in best]]  # (R, k, D)
         return self._select(root, tokens, parents, qs, scores, budget)
 
     @staticmethod
@@ -186,10 +192,11 @@ class EagleDrafter(Drafter):
         """q (F, V) -> the k children of each row (F, k), their q and their score factor (F, k):
         best first, none ruled out by an earlier one; rows short of k such children are filled up
         with the best of the rest."""
-        cand_q, cand_tokens = q.topk(min(q.shape[-1], k * CANDIDATES_PER_CHILD), dim=-1)  # (F, C)
+        cand_q, cand_tokens = q.topk(min(q.shape[-1], k * CANDIDATES_PER_CHILD), dim=-1)  # (F, C), q descending
         cand_conf = self._confidence(q, cand_q, cand_tokens)  # (F, C)
-        order = cand_conf.argsort(dim=-1, descending=True, stable=True)  # (F, C): best score first
-        cand_q, cand_tokens, cand_conf = (t.gather(1, order) for t in (cand_q, cand_tokens, cand_conf))
+        if cand_conf is not cand_q:  # a score other than q: best score first
+            order = cand_conf.argsort(dim=-1, descending=True, stable=True)  # (F, C)
+            cand_q, cand_tokens, cand_conf = (t.gather(1, order) for t in (cand_q, cand_tokens, cand_conf))
         ruled = self.rule.rules_out(q, cand_tokens)  # (F, C, C), None: each itself alone
         if ruled is not None:
             others = ~torch.eye(ruled.shape[-1], dtype=torch.bool, device=ruled.device)  # (C, C)
@@ -214,7 +221,7 @@ class EagleDrafter(Drafter):
         """(F, C) score factors of the candidates: their q, or the rule's acceptance estimate."""
         if self.dynamic_tree.score == "draft":
             return cand_q
-        return self.rule.draft_confidence(q, cand_tokens)
+        return self.rule.draft_confidence(q, cand_tokens, cand_q)
 
     def _tree_mask(self, frontier: list[int], parents: list[int], fed_slot: dict[int, int]) -> torch.Tensor:
         """(F, committed + fed) mask: the committed pairs, then each node's fed ancestors and itself."""

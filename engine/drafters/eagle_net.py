@@ -133,10 +133,17 @@ def above_embeddings(target: GPT, tokens: torch.Tensor) -> torch.Tensor:
     return _embedded_above(target, tokens, torch.arange(tokens.shape[1]) + 1)
 
 
-def above_for_drafting(target: Target, known: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
-    """Embeddings (1, T, D) of the committed tokens `known` (n,) one grid row above the image
-    positions `predicted` (T,) (zeros above the first row), as above_embeddings gives them in training."""
-    return _embedded_above(target, known[None], predicted)
+def above_for_drafting(target: Target, known: list[int], predicted: range) -> torch.Tensor:
+    """Embeddings (1, T, D) of the committed tokens `known` one grid row above the image positions
+    `predicted` (T ascending) (zeros above the first row), as above_embeddings gives them in training.
+    From Python ints: a step drafts from a few positions, and tensor indexing costs more than lists."""
+    grid = target.cfg.grid_size
+    above = [known[p - grid] if p >= grid else 0 for p in predicted]
+    emb = target.embed_tokens(torch.tensor([above], device=target.output.weight.device))  # (1, T, D)
+    on_first_row = sum(p < grid for p in predicted)
+    if on_first_row:
+        emb[:, :on_first_row] = 0.0
+    return emb
 
 
 def _embedded_above(target: Target, tokens: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:

@@ -95,10 +95,12 @@ class BoundRule:
         need not look."""
         return None
 
-    def draft_confidence(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    def draft_confidence(self, q: torch.Tensor, candidates: torch.Tensor,
+                         own: torch.Tensor | None = None) -> torch.Tensor:
         """How likely each candidate (F, C) is to be accepted, estimated with the draft distribution
-        q (F, V) in place of p: (F, C). For a rule that judges x on p(x) alone, that is q(x)."""
-        return q.gather(1, candidates)
+        q (F, V) in place of p: (F, C). `own`, where the caller has it, is q at the candidates. For a
+        rule that judges x on p(x) alone, that is q(x) itself."""
+        return q.gather(1, candidates) if own is None else own
 
 
 class Greedy(BoundRule):

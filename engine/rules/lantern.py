@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from engine.core.config import SamplingConfig
 from engine.core.trace import Verdict
@@ -83,7 +82,8 @@ class NeighbourCredit:
     def __init__(self, table: np.ndarray, bound: Bound, k: int | None = None):
         self.table, self.bound = table, bound
         self.k = table.shape[1] if k is None else k
-        self._table_tensor: torch.Tensor | None = None  # the table on the drafter's device, made when first used
+        # columns -> the table's first columns, contiguous on the drafter's device, made when first used
+        self._table_tensors: dict[int, torch.Tensor] = {}
 
     def of(self, p: np.ndarray, token: int) -> Credit:
         """A for draft `token` under the target's p (V,)."""
@@ -107,9 +107,13 @@ class NeighbourCredit:
 
     def neighbours_on(self, candidates: torch.Tensor, columns: int | None = None) -> torch.Tensor:
         """The first `columns` (default k) neighbours of each candidate (F, C): (F, C, columns)."""
-        if self._table_tensor is None or self._table_tensor.device != candidates.device:
-            self._table_tensor = torch.from_numpy(np.ascontiguousarray(self.table)).to(candidates.device)
-        return self._table_tensor[candidates][..., : self.k if columns is None else columns]
+        columns = self.k if columns is None else columns
+        table = self._table_tensors.get(columns)
+        if table is None or table.device != candidates.device:
+            columns_first = np.ascontiguousarray(self.table[:, :columns])  # (V, columns)
+            table = torch.from_numpy(columns_first).to(candidates.device)
+            self._table_tensors[columns] = table
+        return table.index_select(0, candidates.flatten()).view(*candidates.shape, columns)
 
 
 def gathered(q: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
@@ -133,16 +137,22 @@ class _Lantern(BoundRule):
     def __init__(self, credit: NeighbourCredit):
         self.credit = credit
 
-    def draft_confidence(self, q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    def draft_confidence(self, q: torch.Tensor, candidates: torch.Tensor,
+                         own: torch.Tensor | None = None) -> torch.Tensor:
         """The chance that each candidate (F, C), siblings in the given order, is the one the walk
         takes, with q standing in for p: it is reached when every earlier sibling fails, and then
         passes with `_passes`."""
-        own = q.gather(1, candidates)  # (F, C)
+        own = q.gather(1, candidates) if own is None else own  # (F, C)
         relaxed = (own + self.credit.on_drafts(q, candidates, own)).clamp(max=1.0)  # (F, C): q~(x)
-        passes = self._passes(q, own, relaxed)  # (F, C)
-        fail = torch.cumprod(1.0 - passes, dim=-1)  # (F, C): every sibling up to this one fails
-        earlier_fail = F.pad(fail[:, :-1], (1, 0), value=1.0)  # (F, C): every sibling before it fails
-        return (passes * earlier_fail).clamp(min=1e-6)
+        # A row holds a handful of candidates: on Python floats, which cost less than tensor calls.
+        chances = []
+        for passes in self._passes(q, own, relaxed).tolist():
+            reached, row = 1.0, []  # reached: every sibling before this one fails
+            for chance in passes:
+                row.append(max(chance * reached, 1e-6))
+                reached *= 1.0 - chance
+            chances.append(row)
+        return torch.tensor(chances, dtype=own.dtype, device=own.device)  # (F, C)
 
     def _passes(self, q: torch.Tensor, own: torch.Tensor, relaxed: torch.Tensor) -> torch.Tensor:
         """A reached candidate passes with q~(x)."""
