@@ -11,9 +11,10 @@ cycling through a forward pass's worth of copies (not cache-warm):
   75 against 100; 256 x 256 at eight rows: 20 against 25; the 4,096-code head at one row: 269
   against 361, at fourteen 638 against 885). oneDNN's packed product is slower on the layers'
   weights (768 x 256 at eight rows: 84 us) and level with MKL's on the head. One copy, packed for
-  the 16 rows of a typical verified tree, gives F.linear's results at every row count (the tests
-  check 1 to 40); a copy packed for the exact rows was no faster below 16 rows and 10-30 % faster
-  from 20.
+  32 rows, gives F.linear's results at every row count (the tests check 1 to 40); up to 16 rows
+  (a default tree's 8 nodes, two CFG rows each) it runs as fast as a copy packed for 16, and from
+  18 rows, where that one slows down, 10-13 % faster (768 x 256, 96 copies cycled: 128 against 146
+  us at 18 rows, 154 against 172 at 32).
 * AMD, where MKL's sgemm takes its generic path: oneDNN's, 1.5-2x faster on the 8-16 rows of a
   verified draft tree (two CFG rows per node), but each call costs about 15 us more, which a one-token
   step cannot win back. It wins from four rows of the attention and feed-forward inputs (390,000 to
@@ -70,7 +71,7 @@ _AMD = _cpuinfo("vendor_id") == "AuthenticAMD"
 # Which packed float32 product runs (None: none), from how many multiply-adds (see the docstring).
 FLOAT32_PACKER = "mkl" if _MKL and not _AMD else "onednn" if _ONEDNN else None
 PACKED_MIN_MACS = 500_000 if FLOAT32_PACKER == "mkl" else 350_000 if _AMD else 2_000_000
-MKL_PACKED_ROWS = 16
+MKL_PACKED_ROWS = 32
 # Whether the CPU multiplies bfloat16 natively (AVX-512 BF16 or AMX); elsewhere oneDNN emulates it.
 NATIVE_BFLOAT16 = bool({"avx512_bf16", "amx_bf16"} & set(_cpuinfo("flags").split()))
 # (id(weight), dtype) -> (weak reference to it, its (storage, version) when packed, the packed copy
