@@ -226,8 +226,11 @@ def tradeoff(delta: float, k: int, temperature: float, methods: list[str]) -> tu
     points, config = sweep
     deltas = ", ".join(f"{d:g}" for d in sorted({p["delta"] for p in points}))
     ks = ", ".join(str(v) for v in sorted({p["k"] for p in points}))
+    # Greedy drafts are the drafter's top-1 whatever the nucleus, so only sampling's sweeps name it.
+    nucleus = config.get("draft_top_p", 1.0)
+    drafts = f", drafts from the top-p {nucleus:g} nucleus" if nucleus < 1.0 and not greedy else ""
     caption = (f"**{METHODS[method].title}, {mode}** (temperature {config.get('temperature', 0):g}, CFG "
-               f"{config.get('cfg', 4):g}): speed-up against quality for delta {deltas} and k {ks}; each point "
+               f"{config.get('cfg', 4):g}{drafts}): speed-up against quality for delta {deltas} and k {ks}; each point "
                f"is {config.get('n_images', '?')} images (seed {config.get('seed', 0)}) against vanilla on the same "
                "images. Bars: 95 % intervals (class accuracy: Wilson; log p: mean of per-image differences).")
     # Short enough for a phone's chart; the caption below it says the rest.

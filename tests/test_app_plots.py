@@ -24,7 +24,7 @@ SWEEP = {"points": [
      "class_accuracy_ci": [0.63, 0.94], "logp_gap": -0.2, "logp_gap_ci": [-0.3, -0.1]},
     {"delta": 0.4, "k": 64, "speedup": 2.0, "class_accuracy": 0.8, "fid_proxy": 4.1, "mal": 2.4,
      "class_accuracy_ci": [0.58, 0.92], "logp_gap": -0.3, "logp_gap_ci": [-0.4, -0.2]},
-], "config": {"n_images": 24, "temperature": 1.0, "cfg": 4.0, "seed": 100}}
+], "config": {"n_images": 24, "temperature": 1.0, "cfg": 4.0, "seed": 100, "draft_top_p": 0.8}}
 
 
 @pytest.fixture
@@ -188,6 +188,7 @@ def test_tradeoff_chart_follows_the_mode_and_the_lantern_panel(tmp_path, monkeyp
     panels = ["vanilla", "eagle2", "lantern"]
     fig, caption = handlers.tradeoff(0.2, 64, 1.0, panels)  # sampling: the LANTERN panel runs its static tree
     assert fig is not None and "LANTERN (static tree), sampling" in caption and "24 images" in caption
+    assert "drafts from the top-p 0.8 nucleus" in caption  # what the sweep's drafts were drawn from
     fig, caption = handlers.tradeoff(0.2, 64, 0.0, panels)  # greedy: no sweep of the dynamic tree here
     assert fig is None and "assets/sweeps/lantern_greedy.json" in caption
     fig, caption = handlers.tradeoff(0.2, 64, 0.0, ["vanilla", "eagle2", "sjd"])

@@ -84,9 +84,10 @@ def test_the_fid_interval_holds_the_estimate_and_narrows_with_more_images():
 def test_sweep_writes_json_and_chart(tiny_model, tmp_path):
     tiny_model.drafters["eagle"] = EagleNet(TINY_GPT).eval()
     sweep = run_sweep(tiny_model, SamplingConfig(temperature=1.0), 2,
-                      MethodOptions(tree=TreeConfig(2, 2, 4)), [0.0, 0.3], [4],
+                      MethodOptions(tree=TreeConfig(2, 2, 4), draft_top_p=0.8), [0.0, 0.3], [4],
                       classifier=tiny_classifier())
     assert [(p["delta"], p["k"]) for p in sweep["points"]] == [(0.0, 4), (0.3, 4)]
+    assert sweep["config"]["draft_top_p"] == 0.8  # the app's caption names the drafts' nucleus
     html = write_sweep(sweep, tmp_path / "sweep.json")
     assert html.exists() and json.loads((tmp_path / "sweep.json").read_text())["points"]
 

@@ -42,7 +42,7 @@ def run_sweep(model: ImageModel, sampling: SamplingConfig, n_images: int, base: 
             result = measure_point(model, method, sampling, n_images, options, progress, classifier)[method]
             points.append({"delta": delta, "k": k, **result})
     return {"config": {"method": method, "n_images": n_images, "temperature": sampling.temperature,
-                       "cfg": sampling.cfg_scale, "seed": sampling.seed,
+                       "cfg": sampling.cfg_scale, "seed": sampling.seed, "draft_top_p": base.draft_top_p,
                        "tree": dataclasses.asdict(base.tree)},
             "points": points}
 
