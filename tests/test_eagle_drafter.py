@@ -63,7 +63,6 @@ def test_above_embeddings_are_the_token_one_row_above_the_predicted_one():
     torch.testing.assert_close(above[0, -1], target.embed_tokens(tokens[:, -grid])[0])
 
 
-
 @pytest.mark.parametrize("committed", [3, TINY_GPT.grid_size, 2 * TINY_GPT.grid_size + 1])
 def test_drafting_reads_the_tokens_above_that_training_read(committed):
     target = tiny_gpt()
@@ -73,6 +72,7 @@ def test_drafting_reads_the_tokens_above_that_training_read(committed):
     drafting = above_for_drafting(target, known, predicted)  # (1, 4, D)
     training = above_embeddings(target, tokens)[:, [p - 1 for p in predicted]]  # pair j predicts j + 1
     torch.testing.assert_close(drafting, training, rtol=0, atol=0)
+
 
 @pytest.mark.parametrize("above", [False, True])
 def test_the_drafter_drafts_with_what_training_showed_it(above):

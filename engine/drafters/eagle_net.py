@@ -130,7 +130,9 @@ def training_forward(net: EagleNet, target: GPT, tokens: torch.Tensor, features:
 def above_embeddings(target: GPT, tokens: torch.Tensor) -> torch.Tensor:
     """tokens (B, N) of whole sequences -> (B, N, D): at pair j, the embedding of x_{j+1-grid}, the
     token above the one pair j predicts, or zeros where that is above the first row."""
-    return _embedded_above(target, tokens, torch.arange(tokens.shape[1]) + 1)
+    index = torch.arange(tokens.shape[1], device=tokens.device) + 1 - target.cfg.grid_size  # (N,)
+    emb = target.embed_tokens(tokens[:, index.clamp(min=0)])  # (B, N, D)
+    return emb * (index >= 0).to(emb.dtype)[None, :, None]
 
 
 def above_for_drafting(target: Target, known: list[int], predicted: range) -> torch.Tensor:
@@ -144,11 +146,3 @@ def above_for_drafting(target: Target, known: list[int], predicted: range) -> to
     if on_first_row:
         emb[:, :on_first_row] = 0.0
     return emb
-
-
-def _embedded_above(target: Target, tokens: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
-    """tokens (B, n), image positions predicted (T,) -> (B, T, D): the embedding of the token one
-    grid row above each position, zeros above the first row."""
-    index = predicted - target.cfg.grid_size  # (T,)
-    emb = target.embed_tokens(tokens[:, index.clamp(min=0)])  # (B, T, D)
-    return emb * (index >= 0).to(emb.dtype)[None, :, None]
