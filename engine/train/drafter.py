@@ -28,25 +28,39 @@ log = logging.getLogger("engine.train.drafter")
 
 
 def drafter_loss(net: EagleNet, target, tokens: torch.Tensor, feats: torch.Tensor, noise: float,
-                 gen: torch.Generator, guided: float = 0.0,
-                 cfg_scale: float = SamplingConfig.cfg_scale) -> tuple[torch.Tensor, float]:
-    """The loss and the top-1 agreement of each row's own distribution.
+                 gen: torch.Generator, guided: float = 0.0, cfg_scale: float = SamplingConfig.cfg_scale,
+                 depth: int = 1) -> tuple[torch.Tensor, float]:
+    """The loss and the top-1 agreement at depth 1 of each row's own distribution.
 
     With `guided` > 0 the rows come in CFG pairs (the first half conditional, the second half the
     null rows of the same sequences), and a cross-entropy between the guided distributions, weighted
     by `guided`, is added: decoding drafts from u + s (c - u), which multiplies each row's error by s.
+    With `depth` > 1 the drafter is also fed its own predictions, as drafting a tree feeds it, and
+    the loss of depth d is weighted by DEPTH_DECAY ** (d - 1) (the weights summing to one).
     """
-    pred = training_forward(net, target, tokens, feats, noise, gen)[0]  # (B, N, D)
-    truth = feats[:, 1:]  # (B, N, D)
+    preds = training_forward(net, target, tokens, feats, noise, gen, depth)  # d = 1..depth: (B, N - d + 1, D)
+    weights = [DEPTH_DECAY ** d for d in range(depth)]
+    losses = [_depth_loss(target, pred, feats[:, 1 + d:], guided, cfg_scale) for d, pred in enumerate(preds)]
+    loss = sum(w * part for w, (part, _) in zip(weights, losses)) / sum(weights)
+    return loss, losses[0][1]
+
+
+# How much less a deeper draft's loss weighs than the one above it (EAGLE-3's training-time test).
+DEPTH_DECAY = 0.8
+
+
+def _depth_loss(target, pred: torch.Tensor, truth: torch.Tensor, guided: float,
+                cfg_scale: float) -> tuple[torch.Tensor, float]:
+    """pred, truth (B, T, D) -> the loss of one depth's predictions, and their top-1 agreement."""
     with torch.no_grad():
-        target_probs = target.logits(truth).softmax(-1)  # (B, N, V)
-    pred_logits = target.logits(pred)  # (B, N, V)
+        target_probs = target.logits(truth).softmax(-1)  # (B, T, V)
+    pred_logits = target.logits(pred)  # (B, T, V)
     loss = F.smooth_l1_loss(pred, truth) + 0.1 * _soft_cross_entropy(target_probs, pred_logits)
     if guided > 0:
         pairs = (2, len(pred) // 2, *pred.shape[1:])
-        guided_logits = target.logits(combine_cfg(pred.view(pairs), cfg_scale))  # (B / 2, N, V)
+        guided_logits = target.logits(combine_cfg(pred.view(pairs), cfg_scale))  # (B / 2, T, V)
         with torch.no_grad():
-            guided_probs = target.logits(combine_cfg(truth.reshape(pairs), cfg_scale)).softmax(-1)  # (B / 2, N, V)
+            guided_probs = target.logits(combine_cfg(truth.reshape(pairs), cfg_scale)).softmax(-1)  # (B / 2, T, V)
         loss = loss + guided * _soft_cross_entropy(guided_probs, guided_logits)
     top1 = (pred_logits.argmax(-1) == target_probs.argmax(-1)).float().mean().item()
     return loss, top1
@@ -107,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--noise", type=float, default=0.1)
+    parser.add_argument("--depth", type=int, default=1,
+                        help="draft depths trained, deeper ones on the drafter's own predictions")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init", type=Path, default=None,
                         help="a drafter to start from, such as the one trained on the target this one grew from")
@@ -145,7 +161,8 @@ def main(argv: list[str] | None = None) -> None:
         tokens = torch.cat([p["tokens"] for p in picked]).long().repeat(2, 1)  # (B, N)
         feats = torch.cat([p[row] for row in ("cond", "null") for p in picked]).float()  # (B, 1 + N, D)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            loss, top1 = drafter_loss(net, target, tokens, feats, args.noise, gen, args.guided, args.cfg)
+            loss, top1 = drafter_loss(net, target, tokens, feats, args.noise, gen, args.guided, args.cfg,
+                                      args.depth)
         loss.backward()
         return f"loss {loss.item():.4f} top-1 agreement {top1:.3f}"
 
