@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> None:
         return f"loss {loss.item():.4f} top-1 agreement {top1:.3f}"
 
     def save(step: int) -> None:
-        save_model(net, out, config=target.cfg, extra={"trained_steps": step, "above": net.fc_above is not None},
+        save_model(net, out, config=target.cfg, extra={"trained_steps": step, "above": net.fc_above is not None,
+                                                         "depth": args.depth},
                    param_dtype=STORED_DTYPE)
 
     fit(net, optimizer, gen, args.run_dir / "checkpoint.pt", steps=args.steps, lr=args.lr, warmup=50,
