@@ -41,7 +41,7 @@ def drafter_loss(net: EagleNet, target, tokens: torch.Tensor, feats: torch.Tenso
     preds = training_forward(net, target, tokens, feats, noise, gen, depth)  # d = 1..depth: (B, N - d + 1, D)
     weights = [DEPTH_DECAY ** d for d in range(depth)]
     losses = [_depth_loss(target, pred, feats[:, 1 + d:], guided, cfg_scale) for d, pred in enumerate(preds)]
-    loss = sum(w * part for w, (part, _) in zip(weights, losses)) / sum(weights)
+    loss = torch.stack([w * part for w, (part, _) in zip(weights, losses)]).sum() / sum(weights)
     return loss, losses[0][1]
 
 
