@@ -37,23 +37,27 @@ def test_sampled_features_are_those_of_the_sampled_tokens():
     torch.testing.assert_close(out["null"], sequence_features(target, nulls, out["tokens"]), rtol=1e-4, atol=1e-4)
 
 
-def test_the_guided_loss_pulls_the_guided_draft_towards_the_guided_target():
+def _trained_agreement(guided: float, depth: int, steps: int, noise: float) -> dict[str, float]:
+    """Held-in agreement of a tiny drafter trained `steps` steps on four sampled sequences."""
     target = tiny_gpt()
     out = _samples(count=4)
     tokens = out["tokens"].repeat(2, 1)  # (8, N): the cond rows, then the null rows
     feats = torch.cat([out["cond"], out["null"]]).clone()  # (8, 1 + N, D)
-    shares = {}
-    for guided in (0.0, 2.0):
-        torch.manual_seed(0)
-        net = EagleNet(TINY_GPT)
-        optimizer = torch.optim.AdamW(net.parameters(), lr=3e-3)
-        for _ in range(30):
-            loss, _ = drafter_loss(net, target, tokens, feats, 0.0, torch.Generator(), guided, 3.0)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        data = {"tokens": out["tokens"].numpy(), "cond": out["cond"].numpy(), "null": out["null"].numpy()}
-        shares[guided] = agreement(net.eval(), target, data, cfg_scale=3.0)["depth1_top1"]
+    torch.manual_seed(0)
+    net = EagleNet(TINY_GPT)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=3e-3)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        loss, _ = drafter_loss(net, target, tokens, feats, noise, gen, guided, 3.0, depth)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    data = {"tokens": out["tokens"].numpy(), "cond": out["cond"].numpy(), "null": out["null"].numpy()}
+    return agreement(net.eval(), target, data, cfg_scale=3.0)
+
+
+def test_the_guided_loss_pulls_the_guided_draft_towards_the_guided_target():
+    shares = {guided: _trained_agreement(guided, 1, 30, 0.0)["depth1_top1"] for guided in (0.0, 2.0)}
     assert shares[2.0] > shares[0.0] + 0.05, shares
 
 
@@ -106,22 +110,6 @@ def test_a_drafter_starts_from_the_one_of_the_target_it_grew_from_when_the_shape
 
 
 def test_training_on_its_own_predictions_brings_the_drafter_closer_at_depth_two():
-    target = tiny_gpt()
-    out = _samples(count=4)
-    tokens = out["tokens"].repeat(2, 1)  # (8, N): the cond rows, then the null rows
-    feats = torch.cat([out["cond"], out["null"]]).clone()  # (8, 1 + N, D)
-    data = {"tokens": out["tokens"].numpy(), "cond": out["cond"].numpy(), "null": out["null"].numpy()}
-    accepted = {}
-    for depth in (1, 2):
-        torch.manual_seed(0)
-        net = EagleNet(TINY_GPT)
-        optimizer = torch.optim.AdamW(net.parameters(), lr=3e-3)
-        noise = torch.Generator().manual_seed(0)
-        for _ in range(100):
-            loss, _ = drafter_loss(net, target, tokens, feats, 0.1, noise, 0.0, 3.0, depth)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        accepted[depth] = agreement(net.eval(), target, data, cfg_scale=3.0)["depth2_accept"]
+    accepted = {depth: _trained_agreement(0.0, depth, 100, 0.1)["depth2_accept"] for depth in (1, 2)}
     # sum min(p, q) at depth 2: 0.926 trained on depth 1 alone, 0.938 on both
     assert accepted[2] > accepted[1] + 0.008, accepted

@@ -2,7 +2,8 @@
 
 Loss = SmoothL1(predicted feature, target feature) + 0.1 * cross-entropy against the target's own
 distribution at that feature, with uniform noise on the input features (EAGLE's recipe). --guided
-adds a cross-entropy between the CFG-guided distributions, the ones decoding drafts from.
+adds a cross-entropy between the CFG-guided distributions, the ones decoding drafts from. --depth D
+also feeds the drafter its own predictions for D - 1 more draft depths, as drafting a tree does.
 """
 from __future__ import annotations
 
