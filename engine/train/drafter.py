@@ -27,6 +27,9 @@ from engine.train.target import cached_codes
 
 log = logging.getLogger("engine.train.drafter")
 
+# How much less a deeper draft's loss weighs than the one above it (EAGLE-3's training-time test).
+DEPTH_DECAY = 0.8
+
 
 def drafter_loss(net: EagleNet, target, tokens: torch.Tensor, feats: torch.Tensor, noise: float,
                  gen: torch.Generator, guided: float = 0.0, cfg_scale: float = SamplingConfig.cfg_scale,
@@ -37,17 +40,13 @@ def drafter_loss(net: EagleNet, target, tokens: torch.Tensor, feats: torch.Tenso
     null rows of the same sequences), and a cross-entropy between the guided distributions, weighted
     by `guided`, is added: decoding drafts from u + s (c - u), which multiplies each row's error by s.
     With `depth` > 1 the drafter is also fed its own predictions, as drafting a tree feeds it, and
-    the loss of depth d is weighted by DEPTH_DECAY ** (d - 1) (the weights summing to one).
+    the loss of depth d is weighted by DEPTH_DECAY ** (d - 1), the weights scaled to sum to one.
     """
     preds = training_forward(net, target, tokens, feats, noise, gen, depth)  # d = 1..depth: (B, N - d + 1, D)
     weights = [DEPTH_DECAY ** d for d in range(depth)]
     losses = [_depth_loss(target, pred, feats[:, 1 + d:], guided, cfg_scale) for d, pred in enumerate(preds)]
     loss = torch.stack([w * part for w, (part, _) in zip(weights, losses)]).sum() / sum(weights)
     return loss, losses[0][1]
-
-
-# How much less a deeper draft's loss weighs than the one above it (EAGLE-3's training-time test).
-DEPTH_DECAY = 0.8
 
 
 def _depth_loss(target, pred: torch.Tensor, truth: torch.Tensor, guided: float,
