@@ -17,7 +17,7 @@ from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, parse_choice
 from engine.loading.image_model import ImageModel
 from engine.loading.load import DTYPES, load_model, resolve_device, resolve_precision
 from engine.methods import METHODS, MethodOptions, methods_taking
-from engine.model.matmul import rounds_large_products
+from engine.model import matmul
 from engine.model.weights import WeightsError
 from engine.rules.lantern import VARIANTS
 
@@ -163,8 +163,9 @@ def cmd_bench(args) -> None:
                   "tree": dataclasses.asdict(options.tree),
                   "threads": args.threads,
                   "precision": resolve_precision(args.dtype, resolve_device(args.device)),
-                  "large_products_in_bfloat16": rounds_large_products(model.target.output.weight,
-                                                                      sampling.greedy)}
+                  "large_products_in_bfloat16": matmul.rounds_large_products(model.target.output.weight,
+                                                                             sampling.greedy),
+                  "large_products_min_macs": matmul.LARGE_MIN_MACS, "cpu": matmul.cpu_model()}
         Path(args.json).write_text(json.dumps({"config": config, "methods": results}, indent=2))
 
 

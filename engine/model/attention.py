@@ -10,8 +10,8 @@ SDPA on CPU orders its sums by the number of query rows and by where the visible
 one-token pass and a tree's batched pass differ in those bits. The row-exact form gives each row
 the bits of a one-token pass (tested in tests/test_gpt.py and on the shipped model):
 * two batched products, whose per-row sums run over the slots in order, whatever the number of
-  rows from ROW_EXACT_MIN_ROWS up; fewer rows take a matrix-vector kernel that sums in another
-  order, so a one-token pass repeats its row up to that count;
+  rows from ROW_EXACT_MIN_ROWS up; fewer rows take kernels that sum in other orders (up to two on
+  an Intel Xeon, up to three on an AMD EPYC), so a one-token pass repeats its row up to that count;
 * no softmax: its vectorised sum over a row depends on where the visible slots lie, and a tree
   row's ancestors have its siblings between them. The exponentials are summed by the second
   product instead, over a column of ones that the cache keeps after the values, in the values'
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from engine.model.matmul import product_dtype
 
-ROW_EXACT_MIN_ROWS = 3
+ROW_EXACT_MIN_ROWS = 4
 ROW_EXACT_SLOT_BLOCK = 64
 
 
@@ -55,9 +55,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
     rows = q.shape[2]
     if rows < ROW_EXACT_MIN_ROWS:
         extra = ROW_EXACT_MIN_ROWS - rows
-        q = torch.cat([q, q[:, :, -1:].expand(-1, -1, extra, -1)], dim=2)  # (B, H, 3, hd)
+        q = torch.cat([q, q[:, :, -1:].expand(-1, -1, extra, -1)], dim=2)  # (B, H, ROW_EXACT_MIN_ROWS, hd)
         if mask is not None:
-            mask = torch.cat([mask, mask[-1:].expand(extra, -1)])  # (3, S)
+            mask = torch.cat([mask, mask[-1:].expand(extra, -1)])  # (ROW_EXACT_MIN_ROWS, S)
     scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, H, T', S)
     if mask is not None:
         scores = scores + mask
