@@ -17,11 +17,13 @@ def test_row_exact_attention_gives_a_tree_row_the_bits_of_its_one_token_pass():
     """A tree row sees the committed slots and its ancestors, with siblings' slots hidden between
     them; after its path is kept, vanilla's one-token pass sees the same entries side by side. The
     row-exact form gives both the same bits, from the first slots on (few slots took other kernels
-    until they were rounded up to blocks; about 2 % of these trials part without that)."""
+    until they were rounded up to blocks; about 2 % of these trials part without that) to the last
+    (where a kernel splits the sum over the slots, 10 of the 152 trials of 192 slots or more parted
+    on an AMD EPYC while the values' product was float32)."""
     torch.manual_seed(0)
     batch, heads, head_dim, capacity = 2, 4, 64, 270
     for _ in range(300):
-        committed = int(torch.randint(1, 40, ()))
+        committed = int(torch.randint(1, 255, ()))
         depth = int(torch.randint(1, 6, ()))
         nodes = depth + int(torch.randint(0, 6, ()))
         k = torch.randn(batch, heads, capacity, head_dim)  # (B, H, S, hd)

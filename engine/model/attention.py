@@ -17,10 +17,19 @@ the bits of a one-token pass (tested in tests/test_gpt.py and on the shipped mod
   product instead, over a column of ones that the cache keeps after the values, in the values'
   slot order;
 * slots rounded up to blocks of ROW_EXACT_SLOT_BLOCK, hidden: tiny products take other kernels.
-Hidden slots contribute exact zeros. This costs two to three times what SDPA does (174 against 56 us a
-layer at one row and 130 slots, 194 against 80 at seven rows), so only greedy decoding with
-bfloat16 products takes it; float64 SDPA, used before (97 and 147 us), made the differences rarer,
-not absent.
+  Hidden slots contribute exact zeros;
+* the second product in float64, rounded to float32 at the end: some kernels split a long sum in
+  parts and add the parts, and where the parts' border falls among a tree row's visible slots
+  depends on how many siblings lie between them (on an AMD EPYC the batched product splits sums
+  of more than about 190 slots in halves, and float32 results part from 192 slots on). In float64
+  another order moves a sum by some 2^-53 of its terms' size a term, far below a float32 unit in
+  the last place (2^-24), so the rounded bits agree unless a value lies that close to a rounding
+  boundary.
+This costs two to three times what SDPA does (174 against 56 us a layer at one row and 130 slots,
+194 against 80 at seven rows, on an Intel Xeon with the second product in float32; on an AMD EPYC
+its float64 costs 271 against 186 us at one row and 321 against 211 at seven), so only greedy
+decoding with bfloat16 products takes it; float64 SDPA, used before (97 and 147 us), made the
+differences rarer, not absent.
 """
 from __future__ import annotations
 
@@ -62,5 +71,5 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
     if mask is not None:
         scores = scores + mask
     weights = torch.exp(scores - scores.amax(dim=-1, keepdim=True))  # (B, H, T', S)
-    summed = torch.matmul(weights, v)[:, :, :rows]  # (B, H, T, hd + 1)
-    return summed[..., :-1] / summed[..., -1:]  # (B, H, T, hd)
+    summed = torch.matmul(weights.double(), v.double())[:, :, :rows]  # (B, H, T, hd + 1)
+    return (summed[..., :-1] / summed[..., -1:]).to(q.dtype)  # (B, H, T, hd)

@@ -17,8 +17,10 @@ class KVCache:
         shape = (n_layer, batch, n_head, capacity, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, S, hd)
         # Row-exact attention (engine.model.attention) sums the softmax's weights as a product with
-        # a column of ones after the values: it is kept here rather than appended in every layer.
-        self.v = torch.ones(*shape[:-1], head_dim + row_exact, dtype=dtype, device=device)  # (L, B, H, S, hd [+ 1])
+        # a column of ones after the values, in float64: both are kept here rather than made in
+        # every layer.
+        v_dtype = torch.float64 if row_exact else dtype
+        self.v = torch.ones(*shape[:-1], head_dim + row_exact, dtype=v_dtype, device=device)  # (L, B, H, S, hd [+ 1])
         self.capacity = capacity
         self.row_exact = row_exact
 
