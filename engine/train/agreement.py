@@ -25,7 +25,7 @@ from engine.core.sampling import combine_cfg
 from engine.drafters.eagle_net import EagleNet, training_forward
 from engine.loading.embedded import ASSETS, EAGLE_FILE
 from engine.model.gpt import GPT
-from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, features_dir, setup_logging
+from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, features_dir, setup_logging, whole_number
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--assets", type=Path, default=ASSETS, help="the target, tokenizer and drafter")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    parser.add_argument("--images", type=int, default=240, help="held-out images, and as many samples")
+    parser.add_argument("--images", type=whole_number(1), default=240, help="held-out images, and as many samples")
     parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)

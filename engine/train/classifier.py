@@ -13,7 +13,7 @@ from engine.data.dataset import CLASS_NAMES, to_tensor_range
 from engine.evaluation.classifier import Classifier, ClassifierConfig, augment
 from engine.loading.embedded import ASSETS, CLASSIFIER_FILE
 from engine.model.weights import save_model
-from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, fit, setup_logging
+from engine.train.common import DATA_DIR, HELD_OUT_DRAWS, TRAIN_DRAWS, cached_dataset, fit, setup_logging, whole_number
 
 log = logging.getLogger("engine.train.classifier")
 
@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/classifier"))
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--steps", type=whole_number(1), default=3000)
+    parser.add_argument("--batch", type=whole_number(1), default=64)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--widths", type=lambda v: tuple(int(w) for w in v.split(",")),

@@ -1,6 +1,7 @@
 """What every training command shares: the cached dataset, seeding, resumable checkpoints, the loop."""
 from __future__ import annotations
 
+import argparse
 import hashlib
 import logging
 import math
@@ -20,6 +21,20 @@ log = logging.getLogger("engine.train")
 DATA_DIR = Path("runs/data")  # the packed image sets and every cached draw of them
 TRAIN_DRAWS = 40000  # placed pictures the tokenizer, the target and the drafters train on
 HELD_OUT_DRAWS = 2000  # placed held-out pictures: validation, the fid_proxy reference
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type for a count of `minimum` or more (steps, batch, depth): a bad one is refused at
+    the command line, naming the value and what is allowed, rather than failing deep in training."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {minimum} or more")
+        return value
+    return parse
 
 
 def digest(data: bytes) -> str:

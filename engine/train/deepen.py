@@ -19,7 +19,7 @@ import torch
 
 from engine.model.gpt import GPT, GPTConfig, TransformerBlock
 from engine.model.weights import load_module, read_metadata, save_model
-from engine.train.common import STORED_DTYPE, setup_logging
+from engine.train.common import STORED_DTYPE, setup_logging, whole_number
 
 log = logging.getLogger("engine.train.deepen")
 
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--source", type=Path, required=True, help="trained target weights")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--factor", type=int, default=2, help="the deeper model has this many times the layers")
+    parser.add_argument("--factor", type=whole_number(1), default=2,
+                        help="the deeper model has this many times the layers")
     args = parser.parse_args(argv)
     setup_logging()
     model = load_module(args.source, GPTConfig, GPT)

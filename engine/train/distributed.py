@@ -31,7 +31,7 @@ from engine.drafters.eagle_net import EagleNet
 from engine.loading.load import load_model
 from engine.model.gpt import GPT, GPTConfig
 from engine.model.weights import load_module, save_model
-from engine.train.common import fit, setup_logging
+from engine.train.common import fit, setup_logging, whole_number
 from engine.train.drafter import drafter_loss
 from engine.train.features import sequence_features
 from engine.train.sequences import Conditions, load_codes, rows_of, save_codes, self_sample
@@ -177,17 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="text-to-image targets: a text file of captions, one per line")
     parser.add_argument("--codes", type=Path, default=None,
                         help=".npz with codes (M, N) and labels (M,): class ids, or caption line numbers")
-    parser.add_argument("--self-sample", type=int, default=64, help="without --codes: sequences to sample")
+    parser.add_argument("--self-sample", type=whole_number(1), default=64, help="without --codes: sequences to sample")
     parser.add_argument("--sample-temperature", type=float, default=1.0)
     parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale, help="CFG scale of self-sampling")
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--batch", type=int, default=16, help="global batch, over all processes")
+    parser.add_argument("--steps", type=whole_number(1), default=1000)
+    parser.add_argument("--batch", type=whole_number(1), default=16, help="global batch, over all processes")
     parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--warmup", type=whole_number(0), default=50)
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--log-every", type=int, default=25)
-    parser.add_argument("--save-every", type=int, default=100)
+    parser.add_argument("--log-every", type=whole_number(1), default=25)
+    parser.add_argument("--save-every", type=whole_number(1), default=100)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/drafter_distributed"))
     parser.add_argument("--out", type=Path, default=None,
                         help="drafter .safetensors; default: RUN_DIR/eagle_drafter_<model>.safetensors")

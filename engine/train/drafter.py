@@ -21,7 +21,7 @@ from engine.loading.embedded import ASSETS, EAGLE_FILE, load_embedded_target
 from engine.model.gpt import GPTConfig
 from engine.model.weights import save_model
 from engine.train.agreement import heldout_agreement
-from engine.train.common import DATA_DIR, STORED_DTYPE, features_dir, fit, setup_logging
+from engine.train.common import DATA_DIR, STORED_DTYPE, features_dir, fit, setup_logging, whole_number
 from engine.train.features import cached_features, cached_sampled_features
 from engine.train.target import cached_codes
 
@@ -109,24 +109,25 @@ def initial_drafter(path: Path, cfg: GPTConfig) -> EagleNet:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/drafter"))
-    parser.add_argument("--images", type=int, default=6000, help="real training images")
-    parser.add_argument("--sampled", type=int, default=3000, help="sequences the target samples itself")
+    parser.add_argument("--images", type=whole_number(1), default=6000, help="real training images")
+    parser.add_argument("--sampled", type=whole_number(0), default=3000, help="sequences the target samples itself")
     parser.add_argument("--sampled-share", type=float, default=0.75,
                         help="share of each batch drawn from the sampled sequences, when both kinds are used")
     parser.add_argument("--above", action=argparse.BooleanOptionalAction, default=True,
                         help="also input the token one row above the predicted one")
     parser.add_argument("--guided", type=float, default=0.5, help="weight of the CFG-guided cross-entropy")
     parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale, help="CFG scale of the guided loss")
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--steps", type=whole_number(1), default=3000)
+    parser.add_argument("--batch", type=whole_number(1), default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--noise", type=float, default=0.1)
-    parser.add_argument("--depth", type=int, default=1,
+    parser.add_argument("--depth", type=whole_number(1), default=1,
                         help="draft depths trained, deeper ones on the drafter's own predictions")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init", type=Path, default=None,
                         help="a drafter to start from, such as the one trained on the target this one grew from")
-    parser.add_argument("--eval-images", type=int, default=240, help="held-out images for the final agreement")
+    parser.add_argument("--eval-images", type=whole_number(1), default=240,
+                        help="held-out images for the final agreement")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--assets", type=Path, default=ASSETS,
                         help="where the target and tokenizer are read and the drafter is written")

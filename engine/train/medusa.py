@@ -19,7 +19,7 @@ from torch import nn
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.loading.embedded import ASSETS, MEDUSA_FILE, load_embedded_target
 from engine.model.weights import save_model
-from engine.train.common import DATA_DIR, STORED_DTYPE, features_dir, fit, setup_logging
+from engine.train.common import DATA_DIR, STORED_DTYPE, features_dir, fit, setup_logging, whole_number
 from engine.train.features import cached_features
 from engine.train.target import cached_codes
 
@@ -43,10 +43,10 @@ def medusa_loss(heads: MedusaHeads, tokens: torch.Tensor, feats: torch.Tensor) -
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/medusa"))
-    parser.add_argument("--images", type=int, default=3000)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--images", type=whole_number(1), default=3000)
+    parser.add_argument("--heads", type=whole_number(1), default=4)
+    parser.add_argument("--steps", type=whole_number(1), default=600)
+    parser.add_argument("--batch", type=whole_number(1), default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)

@@ -41,6 +41,7 @@ from engine.train.common import (
     file_digest,
     fit,
     setup_logging,
+    whole_number,
 )
 from engine.train.deepen import train_only
 
@@ -91,12 +92,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="where the tokenizer is read and the weights are written")
     parser.add_argument("--init", type=Path, default=None,
                         help="weights to start from when the run has no checkpoint (their trained_steps)")
-    parser.add_argument("--steps", type=int, default=6000, help="the learning-rate schedule's length")
-    parser.add_argument("--stop-at", type=int, default=None, help="end at this step of the schedule")
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=whole_number(1), default=6000, help="the learning-rate schedule's length")
+    parser.add_argument("--stop-at", type=whole_number(1), default=None, help="end at this step of the schedule")
+    parser.add_argument("--batch", type=whole_number(1), default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--class-dropout", type=float, default=0.1)
-    parser.add_argument("--eval-every", type=int, default=250)
+    parser.add_argument("--eval-every", type=whole_number(1), default=250)
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only-new-layers", action="store_true",

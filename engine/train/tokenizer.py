@@ -25,6 +25,7 @@ from engine.train.common import (
     cached_dataset,
     fit,
     setup_logging,
+    whole_number,
     write_held_out_sample,
 )
 
@@ -86,9 +87,9 @@ def _report(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/tokenizer"))
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--full-size-steps", type=int, default=150)
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=whole_number(1), default=1500)
+    parser.add_argument("--full-size-steps", type=whole_number(0), default=150)
+    parser.add_argument("--batch", type=whole_number(1), default=32)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
