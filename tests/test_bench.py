@@ -137,6 +137,19 @@ def test_bench_command_line_takes_repeats():
     assert build_parser().parse_args(["bench", "--repeats", "5"]).repeats == 5
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "--n-images", "0"], "n-images 0 is out of range; allowed: 1 or more"),
+    (["bench", "--repeats", "-2"], "repeats -2 is out of range; allowed: 1 or more"),
+    (["generate", "--threads", "0"], "threads 0 is out of range; allowed: 1 or more"),
+    (["samples", "--per-class", "0"], "per class 0 is out of range; allowed: 1 or more"),
+])
+def test_the_command_line_refuses_a_bad_count_in_one_line(argv, message, capsys):
+    from engine.commands.cli import main
+
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+
 def test_target_logp_is_the_guided_log_probability_of_each_token(tiny_model):
     import numpy as np
 

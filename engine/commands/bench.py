@@ -15,7 +15,7 @@ import statistics
 import numpy as np
 
 from engine.commands.generate import Generation, generate
-from engine.core.config import InvalidInput, SamplingConfig
+from engine.core.config import SamplingConfig, check_count
 from engine.core.trace import mean_accepted_length
 from engine.evaluation.quality import (
     fid_interval,
@@ -62,8 +62,7 @@ def decode_image(model: ImageModel, method: str, sampling: SamplingConfig, image
 def run_repeats(model: ImageModel, methods: list[str], sampling: SamplingConfig, n_images: int,
                 options: MethodOptions, repeats: int, progress=None) -> list[dict[str, list[Generation]]]:
     """The whole interleaved run `repeats` times over the same images and seeds."""
-    if repeats < 1:
-        raise InvalidInput(f"repeats {repeats} is out of range; allowed: 1 or more")
+    check_count("repeats", repeats)
     return [run_methods(model, methods, sampling, n_images, options, progress) for _ in range(repeats)]
 
 

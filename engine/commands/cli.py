@@ -11,7 +11,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.core.config import CFG_SCALE_RANGE, TEMPERATURE_RANGE, TREE_SCORES, InvalidInput, SamplingConfig, TreeConfig
+from engine.core.config import (
+    CFG_SCALE_RANGE,
+    TEMPERATURE_RANGE,
+    TREE_SCORES,
+    InvalidInput,
+    SamplingConfig,
+    TreeConfig,
+    check_count,
+)
 from engine.drafters.jacobi import INITS
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, parse_choices
 from engine.loading.image_model import ImageModel
@@ -99,15 +107,8 @@ def _options(args) -> MethodOptions:
                          gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)
 
 
-def _check_images(n_images: int) -> None:
-    if n_images < 1:
-        raise InvalidInput(f"n-images {n_images} is out of range; allowed: 1 or more")
-
-
 def _load_model(args) -> ImageModel:
-    if args.threads < 1:
-        raise InvalidInput(f"threads {args.threads} is out of range; allowed: 1 or more")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(check_count("threads", args.threads))
     model = load_model(args.model, args.weights_dir, args.device, args.dtype)
     if model.needs_prompt and not args.prompt:
         raise InvalidInput(f"model {args.model!r} is text-to-image; give a caption with --prompt")
@@ -135,9 +136,8 @@ def cmd_bench(args) -> None:
     from engine.commands.bench import format_table, run_repeats, summarise
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    _check_images(args.n_images)
-    if args.repeats < 1:
-        raise InvalidInput(f"repeats {args.repeats} is out of range; allowed: 1 or more")
+    check_count("n-images", args.n_images)
+    check_count("repeats", args.repeats)
     model = _load_model(args)
     sampling, options = _sampling(args), _options(args)
     if args.sweep:
@@ -198,7 +198,7 @@ def cmd_chain_cost(args) -> None:
     from engine.commands.sweep import parse_grid
 
     depths = parse_grid(args.depths, int)
-    _check_images(args.n_images)
+    check_count("n-images", args.n_images)
     model = _load_model(args)
     with tqdm(total=len(set(depths)) * args.n_images * 2, desc="chains", unit="image", file=sys.stderr) as bar:
         costs = chain_costs(model, args.method, depths, _sampling(args), args.n_images, _options(args), bar)
@@ -220,7 +220,7 @@ def cmd_frontier(args) -> None:
 
     from engine.commands.frontier import fastest_inside_vanilla, run_frontier, series_for
 
-    _check_images(args.n_images)
+    check_count("n-images", args.n_images)
     sampling = _sampling(args)
     series = series_for(sampling, [name.strip() for name in args.series.split(";") if name.strip()])
     model = _load_model(args)
@@ -248,11 +248,10 @@ def cmd_samples(args) -> None:
 
     from engine.commands.generate import generate, tokens_to_image
 
+    check_count("per class", args.per_class)
     model = _load_model(args)
     wanted = [c for c in args.classes.split(",") if c.strip()] if args.classes else range(len(model.class_names))
     class_ids = [model.class_id(c) for c in wanted]
-    if args.per_class < 1:
-        raise InvalidInput(f"per class {args.per_class} is out of range; allowed: 1 or more")
     rows = [[tokens_to_image(model, generate(model, args.method, dataclasses.replace(_sampling(args), seed=seed),
                                              class_id, _options(args)).tokens)
              for seed in range(args.seed, args.seed + args.per_class)] for class_id in class_ids]

@@ -23,6 +23,14 @@ def _require(ok: bool, message: str) -> None:
         raise InvalidInput(message)
 
 
+def check_count(name: str, value: int, minimum: int = 1) -> int:
+    """A count (images, threads, repeats, steps) of `minimum` or more; `name` "" leaves the value
+    unnamed, where the caller names it (argparse says which argument)."""
+    label = f"{name} {value}" if name else str(value)
+    _require(value >= minimum, f"{label} is out of range; allowed: {minimum} or more")
+    return value
+
+
 def check_class_id(class_id: int, num_classes: int) -> int:
     _require(0 <= class_id < num_classes,
              f"class id {class_id} is out of range; allowed: 0 to {num_classes - 1}")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.core.config import InvalidInput, check_count
 from engine.data.dataset import CLASSES, build_dataset
 from engine.data.emoji_sources import PACKAGES
 from engine.loading.embedded import HELD_OUT_SAMPLE_FILE, TARGET_FILE
@@ -31,9 +32,10 @@ def whole_number(minimum: int) -> Callable[[str], int]:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: {minimum} or more")
-        return value
+        try:
+            return check_count("", value, minimum)  # argparse names the argument
+        except InvalidInput as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
     return parse
 
 
