@@ -11,100 +11,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.core.config import (
-    CFG_SCALE_RANGE,
-    TEMPERATURE_RANGE,
-    TREE_SCORES,
-    InvalidInput,
-    SamplingConfig,
-    TreeConfig,
-    check_count,
-)
-from engine.drafters.jacobi import INITS
-from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, parse_choices
+from engine.commands.arguments import add_decoding_arguments, method_options, sampling_config
+from engine.core.config import InvalidInput, check_count
 from engine.loading.image_model import ImageModel
-from engine.loading.load import DTYPES, load_model, resolve_device, resolve_precision
+from engine.loading.load import load_model, resolve_device, resolve_precision
 from engine.methods import METHODS, MethodOptions, methods_taking
 from engine.model import matmul
 from engine.model.weights import WeightsError
-from engine.rules.lantern import VARIANTS
 
 log = logging.getLogger("engine")
-
-
-def _add_model(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="embedded",
-                        help="embedded, or an official LlamaGen model such as c2i_B_256 (see the README section "
-                             "on official LlamaGen models)")
-    parser.add_argument("--weights-dir", type=Path, default=None,
-                        help="folder with the official files under their Hub names (default: the folder "
-                             "LANTERN_WEIGHTS_DIR names, else the Hugging Face Hub)")
-    parser.add_argument("--prompt", default=None, help="the caption, for text-to-image models")
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, or auto (cuda when present)")
-    parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPES),
-                        help="GPT and drafter precision; auto: bfloat16 on CUDA, float32 on CPU (where a sampling "
-                             "decode multiplies its large products in bfloat16 if the CPU does so natively); "
-                             "bfloat16-matmul: float32 with every matrix product in bfloat16 (row-exact attention "
-                             "when greedy, so that speculative decoding keeps vanilla's tokens): wide rows cost "
-                             "less on CPUs with native bfloat16, a greedy one-token step more")
-
-
-def _add_sampling(parser: argparse.ArgumentParser, temperature: float) -> None:
-    _add_model(parser)
-    parser.add_argument("--temperature", type=float, default=temperature,
-                        help=f"0 = greedy, up to {TEMPERATURE_RANGE[1]:g}")
-    parser.add_argument("--cfg", type=float, default=SamplingConfig.cfg_scale,
-                        help=f"classifier-free guidance scale, {CFG_SCALE_RANGE[0]:g} (off) to {CFG_SCALE_RANGE[1]:g}")
-    parser.add_argument("--top-k", type=int, default=SamplingConfig.top_k, help="0 = off")
-    parser.add_argument("--top-p", type=float, default=SamplingConfig.top_p)
-    parser.add_argument("--seed", type=int, default=SamplingConfig.seed)
-    parser.add_argument("--delta", type=float, default=MethodOptions.delta, help="LANTERN's TV budget")
-    parser.add_argument("--k", type=int, default=MethodOptions.k, help="LANTERN's neighbour count")
-    parser.add_argument("--neighbours", default=MethodOptions.neighbours, help="l2, cosine or random")
-    parser.add_argument("--lantern-variant", default=MethodOptions.lantern_variant, choices=VARIANTS,
-                        help="official: LANTERN's code; paper: the relaxed distribution with A removed")
-    parser.add_argument("--lantern-lambda", type=float, default=MethodOptions.lantern_lambda,
-                        help="LANTERN++: credited mass at most (lambda - 1) p(x)")
-    parser.add_argument("--cool-w", type=float, default=MethodOptions.cool_w,
-                        help="COOL-SD: mean of the annealed weights w in min(1, w p(x) / q(x)); 1 = exact")
-    parser.add_argument("--draft-top-p", type=float, default=MethodOptions.draft_top_p,
-                        help="relaxed rules on a static chain: sample drafts from q's top-p nucleus (1 = all)")
-    parser.add_argument("--static-tree", default=None,
-                        help="the static tree (eagle, lantern_static, lantern_pp): rank paths, e.g. "
-                             f"'0 1 0.0 0.1 0.0.0'; default: a chain, {len(RELAXED_CHAIN)} deep for LANTERN's "
-                             f"rules, {len(EXACT_CHAIN)} for EAGLE")
-    parser.add_argument("--sjd-init", default=MethodOptions.sjd_init, choices=INITS,
-                        help="how Jacobi methods start unseen positions")
-    parser.add_argument("--gsd-window", type=int, default=None,
-                        help="GSD's rank half-window (default: the published 7 scaled to the codebook)")
-    parser.add_argument("--gsd-p-gap", type=float, default=MethodOptions.gsd_p_gap)
-    parser.add_argument("--gsd-distance", type=float, default=MethodOptions.gsd_distance,
-                        help="GSD's squared embedding distance, a fraction of the mean one")
-    parser.add_argument("--tree-depth", type=int, default=TreeConfig.depth)
-    parser.add_argument("--tree-top-k", type=int, default=TreeConfig.top_k)
-    parser.add_argument("--tree-tokens", type=int, default=TreeConfig.total_tokens)
-    parser.add_argument("--tree-min-score", type=float, default=TreeConfig.min_score,
-                        help="dynamic tree: leave nodes below this score unexpanded")
-    parser.add_argument("--tree-score", choices=TREE_SCORES, default=TreeConfig.score,
-                        help="what ranks dynamic-tree nodes: the rule's acceptance estimate, or the "
-                             "draft probability (EAGLE-2's and LANTERN's official code)")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch")
-
-
-def _sampling(args) -> SamplingConfig:
-    return SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, cfg_scale=args.cfg,
-                          seed=args.seed)
-
-
-def _options(args) -> MethodOptions:
-    return MethodOptions(delta=args.delta, k=args.k, neighbours=args.neighbours,
-                         tree=TreeConfig(args.tree_depth, args.tree_top_k, args.tree_tokens, args.tree_score,
-                                         args.tree_min_score),
-                         lantern_variant=args.lantern_variant, lantern_lambda=args.lantern_lambda,
-                         cool_w=args.cool_w, draft_top_p=args.draft_top_p,
-                         static_tree=None if args.static_tree is None else parse_choices(args.static_tree),
-                         sjd_init=args.sjd_init,
-                         gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)
 
 
 def _load_model(args) -> ImageModel:
@@ -121,7 +36,7 @@ def cmd_generate(args) -> None:
     from engine.commands.generate import generate, tokens_to_image
 
     model = _load_model(args)
-    result = generate(model, args.method, _sampling(args), args.class_id, _options(args))
+    result = generate(model, args.method, sampling_config(args), args.class_id, method_options(args))
     tokens_to_image(model, result.tokens).save(args.out)
     if args.tokens_out:
         np.save(args.tokens_out, result.tokens)
@@ -139,7 +54,7 @@ def cmd_bench(args) -> None:
     check_count("n-images", args.n_images)
     check_count("repeats", args.repeats)
     model = _load_model(args)
-    sampling, options = _sampling(args), _options(args)
+    sampling, options = sampling_config(args), method_options(args)
     if args.sweep:
         return _sweep(args, model, sampling, options)
     total = args.repeats * args.n_images * len(set(methods) | {"vanilla"})
@@ -201,7 +116,7 @@ def cmd_chain_cost(args) -> None:
     check_count("n-images", args.n_images)
     model = _load_model(args)
     with tqdm(total=len(set(depths)) * args.n_images * 2, desc="chains", unit="image", file=sys.stderr) as bar:
-        costs = chain_costs(model, args.method, depths, _sampling(args), args.n_images, _options(args), bar)
+        costs = chain_costs(model, args.method, depths, sampling_config(args), args.n_images, method_options(args), bar)
     print(f"{args.method}: one-token pass {costs['one_token_pass_ms']:.2f} ms, drafter call "
           f"{costs['draft_call_ms']:.2f} ms, verify {costs['verify_ms'][0]:.2f} + {costs['verify_ms'][1]:.3f} n ms, "
           f"rest {costs['rest_ms']:.2f} ms")
@@ -221,13 +136,13 @@ def cmd_frontier(args) -> None:
     from engine.commands.frontier import fastest_inside_vanilla, run_frontier, series_for
 
     check_count("n-images", args.n_images)
-    sampling = _sampling(args)
+    sampling = sampling_config(args)
     series = series_for(sampling, [name.strip() for name in args.series.split(";") if name.strip()])
     model = _load_model(args)
     speed_images = min(args.speed_images, args.n_images)
     total = args.n_images + sum(len(s.values) for s in series) * (args.n_images + speed_images)
     with tqdm(total=total, desc="frontier", unit="image", file=sys.stderr) as progress:
-        frontier = run_frontier(model, sampling, args.n_images, _options(args), series, progress=progress,
+        frontier = run_frontier(model, sampling, args.n_images, method_options(args), series, progress=progress,
                                 speed_images=speed_images)
     for item in frontier["series"]:
         for p in item["points"]:
@@ -252,8 +167,8 @@ def cmd_samples(args) -> None:
     model = _load_model(args)
     wanted = [c for c in args.classes.split(",") if c.strip()] if args.classes else range(len(model.class_names))
     class_ids = [model.class_id(c) for c in wanted]
-    rows = [[tokens_to_image(model, generate(model, args.method, dataclasses.replace(_sampling(args), seed=seed),
-                                             class_id, _options(args)).tokens)
+    rows = [[tokens_to_image(model, generate(model, args.method, dataclasses.replace(sampling_config(args), seed=seed),
+                                             class_id, method_options(args)).tokens)
              for seed in range(args.seed, args.seed + args.per_class)] for class_id in class_ids]
     size, label = rows[0][0].width, 110
     grid = Image.new("RGB", (label + args.per_class * size, len(class_ids) * size), "white")
@@ -274,14 +189,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--method", default="vanilla", help=f"one of: {', '.join(METHODS)}")
     gen.add_argument("--out", default="image.png")
     gen.add_argument("--tokens-out", default=None)
-    _add_sampling(gen, temperature=1.0)
+    add_decoding_arguments(gen, temperature=1.0)
     gen.set_defaults(run=cmd_generate)
     samples = sub.add_parser("samples", help="a grid of images, one row per class")
     samples.add_argument("--per-class", type=int, default=8)
     samples.add_argument("--classes", default="", help="comma-separated class indices or names (default: all)")
     samples.add_argument("--method", default="vanilla", help=f"one of: {', '.join(METHODS)}")
     samples.add_argument("--out", default="samples.png")
-    _add_sampling(samples, temperature=1.0)
+    add_decoding_arguments(samples, temperature=1.0)
     samples.set_defaults(run=cmd_samples)
     bench = sub.add_parser("bench", help="compare methods over many images")
     bench.add_argument("--methods", default="vanilla", help="comma-separated method names")
@@ -295,14 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the method the sweep runs (both take delta and k)")
     bench.add_argument("--deltas", default="0.05,0.1,0.2,0.4", help="sweep grid for delta")
     bench.add_argument("--ks", default="16,64,256,512", help="sweep grid for k")
-    _add_sampling(bench, temperature=1.0)
+    add_decoding_arguments(bench, temperature=1.0)
     bench.set_defaults(run=cmd_bench)
     sizing = sub.add_parser("chain-cost", help="how deep a method's static chain should be on this machine")
     sizing.add_argument("--method", default="lantern_static", help="a method that drafts a static tree")
     sizing.add_argument("--depths", default="1,2,4,8,12,16", help="chain depths to run")
     sizing.add_argument("--n-images", type=int, default=8)
     sizing.add_argument("--json", default=None, help="write the costs and the model here")
-    _add_sampling(sizing, temperature=1.0)
+    add_decoding_arguments(sizing, temperature=1.0)
     sizing.set_defaults(run=cmd_chain_cost)
     frontier = sub.add_parser("frontier", help="speed-up against quality for the relaxed rules, each along its knob")
     frontier.add_argument("--n-images", type=int, default=128, help="images a point")
@@ -311,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     frontier.add_argument("--speed-images", type=int, default=32,
                           help="images a point whose time is compared with vanilla's, interleaved (at most --n-images)")
     frontier.add_argument("--json", default=None, help="write the frontier here (default frontier.json)")
-    _add_sampling(frontier, temperature=1.0)
+    add_decoding_arguments(frontier, temperature=1.0)
     frontier.set_defaults(run=cmd_frontier)
     return parser
 
