@@ -195,16 +195,21 @@ def _cost_sentence(lanes: list[Lane]) -> str | None:
     split = lane.ms_per_pass
     estimate = lane.mean_accepted_length * one_token / split["wall"]
     measured = lane_speedup(lane, lanes)
+    rest = split["accept"] + split["other"]
+    # With drafting free a pass would still verify and accept: the ceiling this CPU's verifying sets.
+    undrafted = lane.mean_accepted_length * one_token / (split["verify"] + rest)
     return (f"**Why accepted length is not speed.** A speed-up is about MAL x (one-token pass) / (drafting + "
             f"verifying the tree + the rest). In the last run {lane.title} kept **{lane.mean_accepted_length:.2f}** "
             f"tokens a pass, its limit, but each of its passes cost {split['draft']:.2f} ms drafting + "
-            f"{split['verify']:.2f} ms verifying + {split['accept'] + split['other']:.2f} ms the rest = "
+            f"{split['verify']:.2f} ms verifying + {rest:.2f} ms the rest = "
             f"{split['wall']:.2f} ms against {one_token:.2f} ms for vanilla's one-token pass: "
             f"{lane.mean_accepted_length:.2f} x {one_token:.2f} / {split['wall']:.2f} = {estimate:.2f}x "
             f"(measured: {measured:.2f}x). Drafting alone costs {split['draft'] / one_token:.0%} of a one-token "
-            "pass here, where each drafter call pays a fixed per-operation cost on the CPU; on LlamaGen-XL on a "
-            "GPU a drafter call is one layer of 36 (about 3 % of a pass) and verifying tens of tokens costs "
-            "about one pass, so nearly all of the accepted length survives.")
+            "pass here, where each drafter call pays a fixed per-operation cost on the CPU; verifying the tree "
+            f"costs {split['verify'] / one_token:.2f} one-token passes, so even free drafting would give at most "
+            f"{lane.mean_accepted_length:.2f} x {one_token:.2f} / {split['verify'] + rest:.2f} = {undrafted:.2f}x. "
+            "On LlamaGen-XL on a GPU a drafter call is one layer of 36 (about 3 % of a pass) and verifying tens "
+            "of tokens costs about one pass, so nearly all of the accepted length survives.")
 
 
 def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int,

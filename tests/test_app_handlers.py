@@ -216,3 +216,9 @@ def test_cool_sd_runs_in_a_panel_with_its_settings_and_explains_its_time(runtime
         assert abs(split["wall"] * (row["target_passes"] - 1) - row["wall_ms"]) <= 0.01 * row["wall_ms"] + 0.5
         assert "time-split" in counters and "limit (MAL)" in counters
     assert "Why accepted length is not speed" in final.teaching and "COOL-SD" in final.teaching
+    # The ceiling verifying sets, quoted for the panel that kept the most tokens a pass.
+    vanilla_pass = final.run_state.lanes[0].ms_per_pass["wall"]
+    quoted = max(final.run_state.lanes[1:], key=lambda lane: lane.mean_accepted_length)
+    split = quoted.ms_per_pass
+    ceiling = quoted.mean_accepted_length * vanilla_pass / (split["verify"] + split["accept"] + split["other"])
+    assert "even free drafting would give at most" in final.teaching and f"= {ceiling:.2f}x." in final.teaching
