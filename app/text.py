@@ -10,7 +10,7 @@ from app.detail import TokenDetail
 from app.lanes import Lane, lane_speedup, summary
 from app.request import DEFAULT_METHODS, RELAXED_DEFAULTS, CompareRequest
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN
-from engine.evaluation.speed import BASELINE
+from engine.evaluation.speed import BASELINE, undrafted_speedup
 from engine.methods import METHODS, OPTION_RANGES, get_method
 
 _BOX = ("display:inline-block;min-width:44px;margin:2px 3px 2px 0;padding:3px 6px;border-radius:8px;"
@@ -196,8 +196,7 @@ def _cost_sentence(lanes: list[Lane]) -> str | None:
     estimate = lane.mean_accepted_length * one_token / split["wall"]
     measured = lane_speedup(lane, lanes)
     rest = split["accept"] + split["other"]
-    # With drafting free a pass would still verify and accept: the ceiling this CPU's verifying sets.
-    undrafted = lane.mean_accepted_length * one_token / (split["verify"] + rest)
+    undrafted = undrafted_speedup(lane.mean_accepted_length, one_token, split)  # the ceiling verifying sets
     return (f"**Why accepted length is not speed.** A speed-up is about MAL x (one-token pass) / (drafting + "
             f"verifying the tree + the rest). In the last run {lane.title} kept **{lane.mean_accepted_length:.2f}** "
             f"tokens a pass, its limit, but each of its passes cost {split['draft']:.2f} ms drafting + "

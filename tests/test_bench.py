@@ -112,8 +112,13 @@ def test_repeats_give_median_min_max_and_a_step_cost_split(tiny_model):
         assert step["other"] >= 0.0  # the timed parts lie inside each image's wall time
         assert math.isclose(step["draft"] + step["verify"] + step["accept"] + step["other"], step["wall"])
     assert results["vanilla"]["speedup_per_repeat"] == [1.0, 1.0, 1.0]
+    one_token = results["vanilla"]["ms_per_step"]["wall"]
+    for r in results.values():  # with drafting free: MAL over a pass's verifying, accepting and rest
+        step = r["ms_per_step"]
+        rest = step["verify"] + step["accept"] + step["other"]
+        assert math.isclose(r["undrafted_speedup"], r["mal"] * one_token / rest)
     table = format_table(results)
-    assert "sp/MAL" in table and "other" in table and "[" in table
+    assert "sp/MAL" in table and "no-draft" in table and "other" in table and "[" in table
     json.dumps(results)
 
 

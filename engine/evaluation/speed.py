@@ -4,7 +4,8 @@ explorer's panels.
 A method's speed-up on an image is vanilla's time for that image (same class, seed and settings)
 over the method's. Over several images it is the median of the per-image ratios, so that machine
 load drifting during a run affects both sides of each ratio alike. A pass's time splits into the
-timers every trace carries (drafting, verifying, accepting) and the rest.
+timers every trace carries (drafting, verifying, accepting) and the rest; what is left without the
+drafting bounds what any drafter could reach on the machine (`undrafted_speedup`).
 """
 from __future__ import annotations
 
@@ -37,3 +38,11 @@ def pass_split(steps: Sequence[StepTrace], wall_ms: float) -> dict[str, float]:
     parts = {part: sum(getattr(t, f"{part}_ms") for t in steps) / passes for part in PASS_PARTS}
     wall = wall_ms / passes
     return {**parts, "other": wall - sum(parts.values()), "wall": wall}
+
+
+def undrafted_speedup(mal: float, one_token_ms: float, split: dict[str, float]) -> float:
+    """The speed-up with drafting free: MAL tokens for a pass's verifying, accepting and the rest
+    (`split` as pass_split gives it) against vanilla's one-token pass of `one_token_ms`. Where verifying
+    a tree costs more than a pass, as on CPUs whose products are bound by arithmetic, this caps the
+    method whatever its drafter costs."""
+    return mal * one_token_ms / (split["wall"] - split["draft"])
