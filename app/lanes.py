@@ -17,7 +17,7 @@ import numpy as np
 from engine.commands.generate import stream
 from engine.core.config import SamplingConfig
 from engine.core.trace import StepTrace, mean_accepted_length
-from engine.evaluation.speed import BASELINE, pass_split, speedup
+from engine.evaluation.speed import BASELINE, pass_split, speedup, undrafted_speedup
 from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
 
@@ -79,6 +79,15 @@ def lane_speedup(lane: Lane, lanes: list[Lane]) -> float | None:
     return speedup(baseline.elapsed_ms, lane.elapsed_ms)
 
 
+def lane_undrafted_speedup(lane: Lane, lanes: list[Lane]) -> float | None:
+    """The speed-up this lane would reach with drafting free (engine.evaluation.speed), against the
+    vanilla lane's one-token pass: None until both have finished, or when no panel runs vanilla."""
+    baseline = next((other for other in lanes if other.method == BASELINE), None)
+    if baseline is None or not (baseline.done and lane.done) or len(lane.traces) < 2:
+        return None
+    return undrafted_speedup(lane.mean_accepted_length, baseline.ms_per_pass["wall"], lane.ms_per_pass)
+
+
 def interleave(model: ImageModel, methods: list[str], sampling: SamplingConfig, class_id: int,
                options: MethodOptions) -> Iterator[list[Lane]]:
     """Yield the lanes after every step of every method (the same list, updated in place).
@@ -127,6 +136,7 @@ def summary(lanes: list[Lane]) -> list[dict]:
     rows = []
     for lane in lanes:
         ratio = lane_speedup(lane, lanes)
+        undrafted = lane_undrafted_speedup(lane, lanes)
         probs = lane.accept_probs
         rows.append({
             "method": lane.method,
@@ -142,5 +152,6 @@ def summary(lanes: list[Lane]) -> list[dict]:
             "mean_accept_prob": round(float(np.mean(probs)), 4) if probs else None,
             "ms_per_pass": {part: round(ms, 3) for part, ms in lane.ms_per_pass.items()},
             "speedup_limit": round(lane.speedup_limit, 3),
+            "undrafted_speedup": None if undrafted is None else round(undrafted, 3),
         })
     return rows

@@ -77,6 +77,9 @@ def test_each_panels_time_split_adds_up_to_its_decode_time(tiny_eagle):
         assert all(split[part] >= 0 for part in ("draft", "verify", "accept"))
         assert split["verify"] > 0  # every pass runs the target
         assert row["speedup_limit"] == row["mean_accepted_length"]
+        rest = split["verify"] + split["accept"] + split["other"]  # a pass without its drafting
+        one_token = summary(lanes)[0]["ms_per_pass"]["wall"]
+        assert math.isclose(row["undrafted_speedup"], row["mean_accepted_length"] * one_token / rest, rel_tol=1e-2)
     assert summary(lanes)[0]["ms_per_pass"]["draft"] < summary(lanes)[1]["ms_per_pass"]["draft"]
 
 
