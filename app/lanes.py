@@ -70,20 +70,24 @@ class Lane:
         return [v.accept_prob for t in self.traces[1:] for v in t.verdicts]
 
 
+def _finished_baseline(lane: Lane, lanes: list[Lane]) -> Lane | None:
+    """The vanilla lane, once it and `lane` have both finished; None before then or without one."""
+    baseline = next((other for other in lanes if other.method == BASELINE), None)
+    return baseline if baseline is not None and baseline.done and lane.done else None
+
+
 def lane_speedup(lane: Lane, lanes: list[Lane]) -> float | None:
     """The benchmark's speed-up (engine.evaluation.speed) on this image: vanilla's decode time over this lane's,
     once both have finished; None before then or when no panel runs vanilla."""
-    baseline = next((other for other in lanes if other.method == BASELINE), None)
-    if baseline is None or not (baseline.done and lane.done):
-        return None
-    return speedup(baseline.elapsed_ms, lane.elapsed_ms)
+    baseline = _finished_baseline(lane, lanes)
+    return None if baseline is None else speedup(baseline.elapsed_ms, lane.elapsed_ms)
 
 
 def lane_undrafted_speedup(lane: Lane, lanes: list[Lane]) -> float | None:
     """The speed-up this lane would reach with drafting free (engine.evaluation.speed), against the
-    vanilla lane's one-token pass: None until both have finished, or when no panel runs vanilla."""
-    baseline = next((other for other in lanes if other.method == BASELINE), None)
-    if baseline is None or not (baseline.done and lane.done) or len(lane.traces) < 2:
+    vanilla lane's one-token pass; None when lane_speedup is."""
+    baseline = _finished_baseline(lane, lanes)
+    if baseline is None:
         return None
     return undrafted_speedup(lane.mean_accepted_length, baseline.ms_per_pass["wall"], lane.ms_per_pass)
 
