@@ -76,6 +76,11 @@ def step_costs(gens: list[Generation]) -> dict[str, float]:
     return pass_split([t for g in gens for t in g.traces[1:]], sum(g.wall_ms for g in gens))
 
 
+def _pooled_step_costs(repeats: list[dict[str, list[Generation]]], name: str) -> dict[str, float]:
+    """step_costs of method `name` over every repeat's images."""
+    return step_costs([g for runs in repeats for g in runs[name]])
+
+
 def _timing(repeats: list[dict[str, list[Generation]]], name: str) -> dict:
     """Speed-up over repeats (median, min, max) and the step cost split pooled over all repeats."""
     per_repeat = [speedup(runs[BASELINE], runs[name]) for runs in repeats]
@@ -86,7 +91,7 @@ def _timing(repeats: list[dict[str, list[Generation]]], name: str) -> dict:
         "speedup_max": max(per_repeat),
         "speedup_per_repeat": per_repeat,
         "ms_per_image": statistics.median(statistics.mean(g.wall_ms for g in runs[name]) for runs in repeats),
-        "ms_per_step": step_costs([g for runs in repeats for g in runs[name]]),
+        "ms_per_step": _pooled_step_costs(repeats, name),
         "repeats": len(repeats),
         "repeats_agree": all(np.array_equal(a.tokens, b.tokens)
                              for runs in repeats[1:] for a, b in zip(first, runs[name])),
@@ -119,7 +124,7 @@ def summarise(model: ImageModel, runs: dict[str, list[Generation]], sampling: Sa
         logp[name], low_p[name] = (scored or {}).get(name) or target_scores(model, gens, sampling)
         if progress is not None:
             progress.update(len(gens))
-    one_token_ms = step_costs([g for repeat in repeats for g in repeat[BASELINE]])["wall"]  # vanilla's pass
+    one_token_ms = _pooled_step_costs(repeats, BASELINE)["wall"]  # vanilla's pass, as its row reports it
     results = {}
     for name in measured:
         gens = runs[name]
