@@ -10,7 +10,7 @@ import gradio as gr
 from app import imagenet, text
 from app.checked import Number, Radio, Slider, named
 from app.render import DISPLAY
-from app.request import METHOD_PARAMETERS, PANELS, CompareRequest
+from app.request import K_SLIDER_MAX, METHOD_PARAMETERS, PANELS, CompareRequest
 from app.runtime import MODEL_CHOICES
 from engine.core.config import (
     CFG_SCALE_RANGE,
@@ -25,7 +25,7 @@ from engine.drafters.jacobi import INITS
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN
 from engine.loading.embedded import VQ as EMBEDDED_VQ
 from engine.loading.hub import WEIGHTS_DIR_VARIABLE
-from engine.methods import METHODS, OPTION_RANGES, methods_taking
+from engine.methods import METHODS, OPTION_RANGES, for_mode, methods_taking
 from engine.rules.lantern import VARIANTS
 
 
@@ -70,7 +70,8 @@ def method_controls() -> dict[str, gr.components.Component]:
     """The methods' settings and the model, LANTERN's first, the rarely changed ones folded."""
     c = {"delta": Slider(*option_range("delta"), value=DEFAULTS.delta, step=0.01, label="delta", elem_id="delta-slider",
                          info=f"LANTERN's budget: target mass it may move onto a draft ({_used_by('delta')})"),
-         "k": Slider(1, EMBEDDED_VQ.codebook_size - 1, value=DEFAULTS.k, step=1, label="k", elem_id="k-slider",
+         "k": Slider(1, min(EMBEDDED_VQ.codebook_size - 1, K_SLIDER_MAX), value=DEFAULTS.k, step=1, label="k",
+                     elem_id="k-slider",
                      info=f"how many latent neighbours may lend their mass ({_used_by('k')})"),
          "lantern_variant": Radio(list(VARIANTS), value=DEFAULTS.lantern_variant, label="LANTERN variant",
                                   elem_id="lantern-variant",
@@ -156,7 +157,8 @@ def racing_panels() -> Panels:
     with gr.Row(elem_id="panel-methods"):
         for index in range(PANELS):
             with gr.Column(min_width=220):
-                panels.methods.append(gr.Dropdown(choices, value=DEFAULTS.methods[index], allow_custom_value=True,
+                shown = for_mode(DEFAULTS.methods[index], DEFAULTS.sampling().greedy)  # what runs
+                panels.methods.append(gr.Dropdown(choices, value=shown, allow_custom_value=True,
                                                   label=f"Panel {index + 1} method", elem_id=f"method-{index}"))
     with gr.Row(equal_height=False, elem_id="panels"):
         for index in range(PANELS):

@@ -18,15 +18,20 @@ from app.detail import first_position, token_detail
 from app.lanes import Lane, interleave, summary
 from app.live_run import LiveRun, decode_in_background
 from app.outputs import ComparisonOutputs, LoadOutputs, panel_values
-from app.request import PANELS, CompareRequest
+from app.request import ALTERNATIVE_RELAXED, DEFAULT_METHODS, K_SLIDER_MAX, PANELS, CompareRequest
 from app.runtime import RunState, Runtime, usable_methods
 from app.shipped import SWEEP_DIR, load_sweep
+from app.whatif import what_if
+from app.whatif_view import whatif_figure, whatif_html
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.loading.image_model import ImageModel
 from engine.loading.official import MODELS as OFFICIAL_MODELS
 from engine.methods import METHODS, for_mode
 
-K_SLIDER_MAX = 2048  # the paper's k is 1,000 of 16,384 codes; more is never useful
+WHATIF_WAITING = ("Moving delta, k or the variant judges the last run's LANTERN drafts again here, at once; "
+                  "a first comparison is on its way.")
+WHATIF_NO_PANEL = ("No panel runs a method with delta and k: put LANTERN in a panel and press Run to judge its "
+                   "drafts here as the sliders move.")
 MIN_UPDATE_S = 0.6  # stream counters and maps at most about twice a second ...
 DECODE_SHARE = 6  # ... and image previews in under about a seventh of the time
 
@@ -60,7 +65,7 @@ def stream_comparison(runtime: Runtime, request: CompareRequest) -> Iterator[lis
     The decoding runs in a thread of its own (app.live_run), so that drawing and sending previews
     never hold it up."""
     started = time.perf_counter()
-    model, condition, lanes, steps = _start(runtime, request)
+    model, request, lanes, steps = _start(runtime, request)
     live = LiveRun()
     live.publish(model, lanes)  # every method's prefill: the first preview
     decode_in_background(live, model, steps, lambda: runtime.finish(request, model, lanes, started))
@@ -96,19 +101,21 @@ def previews(progress: Iterable[tuple[ImageModel, list[Lane]]]) -> Iterator[Comp
 
 
 def _start(runtime: Runtime, request: CompareRequest):
-    """(model, condition, lanes after every prefill, the steps to come), or a gr.Error naming what is
-    wrong: the request's own values first, before a model is loaded (perhaps downloaded) for it."""
+    """(model, the request with the methods the panels run, lanes after every prefill, the steps to
+    come), or a gr.Error naming what is wrong: the request's own values first, before a model is
+    loaded (perhaps downloaded) for it."""
     try:
         options, sampling, methods = request.options(), request.sampling(), request.panel_methods()
         runtime.check_condition(request)
         model, condition = runtime.bound_model(request)
         steps = interleave(model, methods, sampling, condition, options)
+        request = replace(request, methods=tuple(methods))  # what runs: the echo names it
         lanes = next(steps)  # every method's prefill: a method that cannot run fails here
     except InvalidInput as err:
         raise refusal(str(err)) from err
     except (OSError, RuntimeError, ValueError) as err:  # missing or broken weight files: say so
         raise refusal(f"model {request.model!r} could not be loaded: {err}") from err
-    return model, condition, lanes, steps
+    return model, request, lanes, steps
 
 
 def final_outputs(runtime: Runtime, state: RunState) -> ComparisonOutputs:
@@ -119,11 +126,13 @@ def final_outputs(runtime: Runtime, state: RunState) -> ComparisonOutputs:
     rows = summary(lanes)
     panel = default_panel(state)
     step = _busiest_step(lanes[panel])
+    request = state.request
     return replace(inspect_step(runtime, state, panel, step),
+                   **whatif_outputs(state, request.delta, request.k, request.lantern_variant, step),
                    images=panel_values([render.upscale(image) for image in state.finals], None),
                    maps=panel_values(maps, None), counters=panel_values([text.counters_html(r) for r in rows], ""),
                    length_plot=length_figure(state),
-                   scrubber=gr.update(maximum=max(1, state.max_step), value=step),
+                   scrubber=scrubber_update(state, panel, step),
                    teaching=text.how_it_works(lanes, state.request, state.vocab, state.wall_ms),
                    statistics={"request": state.request.__dict__, "methods": rows,
                                "comparison_wall_ms": None if state.wall_ms is None else round(state.wall_ms, 1),
@@ -141,6 +150,33 @@ def default_panel(state: RunState) -> int:
     """The panel the inspector starts on: the last lossy one (LANTERN by default), else the last."""
     lossy = [i for i, lane in enumerate(state.lanes) if not lane.lossless]
     return lossy[-1] if lossy else len(state.lanes) - 1
+
+
+def scrubber_update(state: RunState, panel: int, step: int):
+    """The replay slider over the inspected panel's own passes, named for it."""
+    lane = state.lanes[panel]
+    return gr.update(maximum=max(1, lane.passes - 1), value=min(step, lane.passes - 1),
+                     label=f"Replay a step of panel {panel + 1}, {lane.title} (0-{lane.passes - 1})")
+
+
+def whatif_outputs(state: RunState | None, delta, k, variant, step) -> dict:
+    """The what-if view's values (ComparisonOutputs' whatif fields): the run's drafts judged at the
+    sliders' setting, or why there is nothing to judge."""
+    if state is None:
+        return {"whatif": whatif_html(None, WHATIF_WAITING), "whatif_plot": None}
+    try:
+        result = what_if(state, float(delta), int(k), str(variant), int(step))
+    except (InvalidInput, TypeError, ValueError) as err:  # a setting Run would refuse: say so here too
+        return {"whatif": whatif_html(None, f"Not judged: {err}."), "whatif_plot": gr.skip()}
+    if result is None:
+        return {"whatif": whatif_html(None, WHATIF_NO_PANEL), "whatif_plot": None}
+    return {"whatif": whatif_html(result), "whatif_plot": whatif_figure(result)}
+
+
+def whatif(state: RunState | None, delta, k, variant, step) -> list:
+    """The sliders moved: the last run's drafts judged again at their setting, no new decode."""
+    values = whatif_outputs(state, delta, k, variant, step)
+    return [values["whatif"], values["whatif_plot"]]
 
 
 def _busiest_step(lane: Lane) -> int:
@@ -176,11 +212,18 @@ def codebook_figure(runtime: Runtime):
     return plots.latent_figure(projection.coords, projection.name)
 
 
-def scrub(runtime: Runtime, state: RunState | None, panel: int, step: int) -> list:
-    """Replay `step` from the stored traces: masked final images, maps up to it, the inspector."""
+def scrub(runtime: Runtime, state: RunState | None, panel: int, step, delta=None, k=None, variant=None) -> list:
+    """Replay `step` of the inspected panel from the stored traces: masked final images, maps up to
+    it, the inspector, and (given the sliders' setting) the what-if view of that step. A typed step
+    past the panel's last pass shows its last one, and the box says so."""
     if state is None:
         return ComparisonOutputs().flatten()
-    step = int(step)
+    panel = min(panel, len(state.lanes) - 1)
+    try:
+        step = min(max(0, int(float(step))), state.lanes[panel].passes - 1)
+    except (TypeError, ValueError):  # an emptied or garbled box: the first pass
+        step = 0
+    whatif = {} if delta is None else whatif_outputs(state, delta, k, variant, step)
     images, maps = [], []
     for lane, final in zip(state.lanes, state.finals):
         count = render.tokens_after(lane.traces, step)
@@ -189,7 +232,8 @@ def scrub(runtime: Runtime, state: RunState | None, panel: int, step: int) -> li
         codes = render.acceptance_codes(lane.traces, lane.num_tokens, upto=step)
         maps.append(render.acceptance_map(codes, state.grid, trace.new_positions if step < len(lane.traces) else ()))
     return replace(inspect_step(runtime, state, panel, step), images=panel_values(images, gr.skip()),
-                   maps=panel_values(maps, gr.skip()), length_plot=length_figure(state, step)).flatten()
+                   maps=panel_values(maps, gr.skip()), length_plot=length_figure(state, step),
+                   scrubber=scrubber_update(state, panel, step), **whatif).flatten()
 
 
 def select(runtime: Runtime, state: RunState | None, panel: int, x: float, y: float) -> list:
@@ -202,11 +246,19 @@ def select(runtime: Runtime, state: RunState | None, panel: int, x: float, y: fl
     outputs = replace(inspect_position(runtime, state, panel, position), inspect_panel=panel)
     found = render.step_of_position(state.lanes[panel].traces, position)
     if found is not None:  # the step slider and the length plot follow to the step that made the token
-        outputs = replace(outputs, scrubber=found[0], length_plot=length_figure(state, found[0]))
+        outputs = replace(outputs, scrubber=scrubber_update(state, panel, found[0]),
+                          length_plot=length_figure(state, found[0]))
     return outputs.flatten()
 
 
 def tradeoff(delta: float, k: int, temperature: float, methods: list[str]) -> tuple:
+    """(the chart's update, caption) for the shipped sweep of what the panels run now: the chart is
+    hidden where there is none, rather than an empty frame, and the caption says why."""
+    figure, caption = sweep_chart(delta, k, temperature, methods)
+    return gr.update(value=figure, visible=figure is not None), caption
+
+
+def sweep_chart(delta: float, k: int, temperature: float, methods: list[str]) -> tuple:
     """(figure or None, caption) for the shipped sweep of what the panels run now: the last panel
     whose method reads delta and k, in the mode the temperature sets; the slider setting marked."""
     try:
@@ -247,6 +299,17 @@ def follow_mode(temperature: float, methods: list[str]) -> list[str]:
         return list(methods)
     back = {m.when_sampling: name for name, m in METHODS.items() if m.when_sampling}
     return [back.get(name, name) if greedy else for_mode(name, greedy) for name in methods]
+
+
+def named_for_mode(method: str, temperature: float) -> str:
+    """A panel's menu after a user's choice: the method it will run at this temperature."""
+    return follow_mode(temperature, [method])[0]
+
+
+def swap_relaxed(method: str, temperature: float) -> str:
+    """The swap button: the last panel to COOL-SD, or from COOL-SD back to its default method (LANTERN,
+    as the mode runs it)."""
+    return named_for_mode(DEFAULT_METHODS[-1] if method == ALTERNATIVE_RELAXED else ALTERNATIVE_RELAXED, temperature)
 
 
 def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: list[str]) -> list:

@@ -100,7 +100,9 @@ def interleave(model: ImageModel, methods: list[str], sampling: SamplingConfig, 
     name, a missing drafter) raises InvalidInput before any work is shown."""
     total = model.target.cfg.num_image_tokens
     lanes = [Lane(name, get_method(name).title, get_method(name).lossless, total) for name in methods]
-    streams = [stream(model, name, sampling, class_id, options) for name in methods]
+    # Methods that read delta keep what each step was judged on, for the what-if view (app.whatif).
+    streams = [stream(model, name, sampling, class_id, options, keep_inputs=judged_again(name))
+               for name in methods]
     for index in range(len(lanes)):
         _advance(lanes[index], streams[index])
     yield lanes
@@ -111,6 +113,11 @@ def interleave(model: ImageModel, methods: list[str], sampling: SamplingConfig, 
         index = min(waiting, key=lambda i: lanes[i].elapsed_ms)
         if _advance(lanes[index], streams[index]):
             yield lanes
+
+
+def judged_again(method: str) -> bool:
+    """Whether the what-if view judges this method's drafts again at other settings: its rule reads delta."""
+    return "delta" in get_method(method).params
 
 
 def _advance(lane: Lane, steps: Iterator[StepTrace]) -> bool:

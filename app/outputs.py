@@ -44,6 +44,8 @@ class ComparisonOutputs:
     statistics: Any = field(default_factory=_skip)
     run_state: Any = field(default_factory=_skip)
     inspect_panel: Any = field(default_factory=_skip)
+    whatif: Any = field(default_factory=_skip)  # the run's drafts judged at the sliders' setting (HTML)
+    whatif_plot: Any = field(default_factory=_skip)
 
     def flatten(self) -> list:
         flat = []

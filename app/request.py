@@ -14,15 +14,19 @@ from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.static_tree import parse_choices
 from engine.methods import METHODS, MethodOptions, for_mode, get_method
 
-# Vanilla, the lossless EAGLE-2 and a relaxed rule. The relaxed panel starts on the fastest setting
-# of the shipped sampling frontier (assets/sweeps/frontier_sampling.json) whose class accuracy,
-# fid_proxy and low-p share stay inside vanilla's 95 % intervals: RELAXED_DEFAULTS are that point's
-# options (a test holds them to the file), and the page's header says why (app.text).
-DEFAULT_METHODS = ("vanilla", "eagle2", "cool_sd")
+# Vanilla, the lossless EAGLE-2 and LANTERN: the comparison the explorer is named for, which the delta,
+# k and variant controls act on. LANTERN swaps to its static chain when sampling (Method.when_sampling).
+DEFAULT_METHODS = ("vanilla", "eagle2", "lantern")
+# COOL-SD, the relaxation that keeps vanilla's pictures, is one click away (app.ui's swap button): it
+# starts on the fastest setting of the shipped sampling frontier (assets/sweeps/frontier_sampling.json)
+# whose class accuracy, fid_proxy and low-p share stay inside vanilla's 95 % intervals. RELAXED_DEFAULTS
+# are that point's options (a test holds them to the file).
+ALTERNATIVE_RELAXED = "cool_sd"
 RELAXED_DEFAULTS = {"cool_w": 4.0, "draft_top_p": 0.8}
 PANELS = len(DEFAULT_METHODS)
 METHOD_PARAMETERS = tuple(f"method_{index + 1}" for index in range(PANELS))  # the API's names for `methods`
 DEFAULT_CLASS = "smiley"
+K_SLIDER_MAX = 2048  # the k slider's top: the paper's k is 1,000 of 16,384 codes; more is never useful
 DEFAULT_MODEL = "embedded"
 
 

@@ -20,7 +20,7 @@ from app import imagenet
 from app.lanes import Lane, interleave
 from app.live_run import LiveRun
 from app.render import padded_tokens
-from app.request import DEFAULT_MODEL, CompareRequest
+from app.request import DEFAULT_MODEL, K_SLIDER_MAX, CompareRequest
 from app.shipped import Projection, load_projection
 from engine.core.config import InvalidInput
 from engine.loading.image_model import ImageModel
@@ -158,7 +158,10 @@ class Runtime:
         try:
             started = time.perf_counter()
             name = request.model if request else DEFAULT_MODEL
-            self.projection(self.model(name))
+            model = self.model(name)
+            self.projection(model)
+            # Every k the slider offers is a slice of this table: the what-if view answers k at once.
+            model.unbound().neighbours(min(model.unbound().target.cfg.vocab_size - 1, K_SLIDER_MAX + 1))
             log.info("model %s loaded in %.1f s", name, time.perf_counter() - started)
             if request is not None:
                 self.first_run.end(self.run(request, on_step=self.first_run.publish))

@@ -10,10 +10,12 @@ from app import handlers, text
 from app.controls import DEFAULTS, Panels, method_controls, race_controls, racing_panels
 from app.frontier_view import frontier_chart
 from app.outputs import ComparisonOutputs, LoadOutputs
-from app.request import PANELS, CompareRequest, api_parameters
+from app.request import ALTERNATIVE_RELAXED, DEFAULT_METHODS, PANELS, CompareRequest, api_parameters
 from app.runtime import Runtime
+from app.whatif_view import ELEMENT_ID
 from engine.loading.embedded import VQ as EMBEDDED_VQ
 from engine.loading.embedded import embedded_metadata
+from engine.methods import METHODS
 
 QUEUE_SIZE = 16  # waiting comparisons beyond this are refused instead of piling up
 CSS = """
@@ -78,8 +80,11 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
                                     min_width=120)
                 panels = racing_panels()
                 gr.HTML(LEGEND)
+                swap = gr.Button(swap_label(DEFAULTS.methods[-1]), size="sm", variant="secondary",
+                                 elem_id="swap-relaxed")
+                whatif = _whatif_view()
         with gr.Column(elem_id="results"):
-            outputs, tradeoff = _results(panels)
+            outputs, tradeoff = _results(panels, whatif)
         controls |= panels.method_inputs()
         chart_inputs = [controls["delta"], controls["k"], controls["temperature"], *panels.methods]
         loading = demo.load(_load_handler(runtime), chart_inputs,
@@ -98,7 +103,9 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
                               js="(...inputs) => { document.body.classList.add('comparing'); return inputs; }")
         comparing.then(None, js="() => { document.body.classList.remove('comparing'); }")
         _wire_model_choice(runtime, controls, panels, model_status, outputs.latent_plot)
-        _wire_inspector(runtime, panels, outputs)
+        _wire_inspector(runtime, panels, outputs, controls)
+        _wire_whatif(controls, outputs)
+        _wire_menus(controls, panels, swap)
         controls["temperature"].change(lambda t, *methods: handlers.follow_mode(t, list(methods)),
                                        [controls["temperature"], *panels.methods], panels.methods,
                                        api_visibility="private", show_progress="hidden")
@@ -115,7 +122,18 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
     return demo
 
 
-def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
+def _whatif_view() -> tuple:
+    """The run's LANTERN drafts judged at the sliders' setting (app.whatif): words and a chart, under
+    the panels, where the sliders' effect shows without scrolling."""
+    with gr.Accordion("What delta and k do with the last run's drafts (no new decode)", open=True,
+                      elem_id="whatif-box"):
+        with gr.Row(equal_height=False):
+            words = gr.HTML(handlers.whatif_html(None, handlers.WHATIF_WAITING), elem_id=ELEMENT_ID)
+            chart = gr.Plot(label="Drafts kept against delta", elem_id="whatif-plot", show_label=False)
+    return words, chart
+
+
+def _results(panels: Panels, whatif: tuple) -> tuple[ComparisonOutputs, list]:
     """Everything below the controls: the comparison's outputs, and the trade-off plot and note."""
     with gr.Row():
         length_plot = gr.Plot(label="Accepted length per step", elem_id="length-plot", show_label=False)
@@ -129,10 +147,10 @@ def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
         tree_plot = gr.Plot(label="Draft tree", elem_id="tree-plot", show_label=False)
     with gr.Row():
         with gr.Column(), gr.Tabs():
-            with gr.Tab("This panel's sweep"):
+            with gr.Tab("Sweep", elem_id="sweep-tab"):
                 tradeoff_plot = gr.Plot(label="Speed-up against quality", elem_id="tradeoff-plot", show_label=False)
                 tradeoff_note = gr.Markdown()
-            with gr.Tab("Frontier of the relaxed rules", elem_id="frontier-tab"):
+            with gr.Tab("Frontier", elem_id="frontier-tab"):
                 figure, caption = frontier_chart(DEFAULTS.temperature)
                 frontier_plot = gr.Plot(figure, label="Frontier", elem_id="frontier-plot", show_label=False)
                 frontier_note = gr.Markdown(caption, elem_id="frontier-note")
@@ -145,7 +163,8 @@ def _results(panels: Panels) -> tuple[ComparisonOutputs, list]:
     outputs = ComparisonOutputs(images=panels.images, maps=panels.maps, counters=panels.counters,
                                 length_plot=length_plot, scrubber=scrubber, latent_plot=latent_plot,
                                 tree_plot=tree_plot, detail=detail, teaching=teaching, statistics=statistics,
-                                run_state=gr.State(None), inspect_panel=gr.State(PANELS - 1))
+                                run_state=gr.State(None), inspect_panel=gr.State(PANELS - 1),
+                                whatif=whatif[0], whatif_plot=whatif[1])
     return outputs, [tradeoff_plot, tradeoff_note, frontier_plot, frontier_note]
 
 
@@ -190,12 +209,15 @@ def _wire_model_choice(runtime: Runtime, controls: dict, panels: Panels, model_s
         api_visibility="private", concurrency_id="load-model", concurrency_limit=1, show_progress="full")
 
 
-def _wire_inspector(runtime: Runtime, panels: Panels, outputs: ComparisonOutputs) -> None:
+def _wire_inspector(runtime: Runtime, panels: Panels, outputs: ComparisonOutputs, controls: dict) -> None:
     """Replaying steps and clicking tokens read the stored traces only: no decoding, no queue wait."""
     state, panel = outputs.run_state, outputs.inspect_panel
-    outputs.scrubber.release(lambda run, shown, step: handlers.scrub(runtime, run, shown, step),
-                             [state, panel, outputs.scrubber], outputs.flatten(), api_visibility="private",
-                             concurrency_id="inspect", concurrency_limit=4, show_progress="hidden")
+    setting = [controls["delta"], controls["k"], controls["lantern_variant"]]
+    # `input` follows dragging, typing and arrow keys alike (and not the handlers' own updates).
+    outputs.scrubber.input(lambda run, shown, step, *values: handlers.scrub(runtime, run, shown, step, *values),
+                           [state, panel, outputs.scrubber, *setting], outputs.flatten(), api_visibility="private",
+                           concurrency_id="inspect", concurrency_limit=4, show_progress="hidden",
+                           trigger_mode="always_last")
     for index, image in enumerate(panels.images):
         def on_select(run, event: gr.SelectData, clicked=index):
             x, y = event.index
@@ -203,3 +225,32 @@ def _wire_inspector(runtime: Runtime, panels: Panels, outputs: ComparisonOutputs
 
         image.select(on_select, [state], outputs.flatten(), api_visibility="private",
                      concurrency_id="inspect", concurrency_limit=4, show_progress="hidden")
+
+
+def _wire_whatif(controls: dict, outputs: ComparisonOutputs) -> None:
+    """delta, k and the variant answered as they move: the last run's drafts judged again, no decode."""
+    inputs = [outputs.run_state, controls["delta"], controls["k"], controls["lantern_variant"], outputs.scrubber]
+    for control in inputs[1:4]:
+        control.change(handlers.whatif, inputs, [outputs.whatif, outputs.whatif_plot], api_visibility="private",
+                       concurrency_id="inspect", concurrency_limit=4, show_progress="hidden",
+                       trigger_mode="always_last")
+
+
+def swap_label(method: str) -> str:
+    """The swap button's words: what a click puts in the last panel."""
+    if method == ALTERNATIVE_RELAXED:
+        return f"Swap {METHODS[DEFAULT_METHODS[-1]].title} back in"
+    return f"Swap in {METHODS[ALTERNATIVE_RELAXED].title} (keeps vanilla's pictures)"
+
+
+def _wire_menus(controls: dict, panels: Panels, swap) -> None:
+    """The menus name what runs: a method swapped for its sampling counterpart shows that one. The
+    swap button trades the last panel's LANTERN for COOL-SD and back."""
+    temperature = controls["temperature"]
+    for menu in panels.methods:
+        menu.input(handlers.named_for_mode, [menu, temperature], menu, api_visibility="private",
+                   show_progress="hidden")
+    last = panels.methods[-1]
+    swap.click(handlers.swap_relaxed, [last, temperature], last, api_visibility="private",
+               show_progress="hidden")
+    last.change(swap_label, last, swap, api_visibility="private", show_progress="hidden")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.core.config import InvalidInput, TreeConfig
+from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.base import Drafter
 from engine.drafters.eagle import EagleDrafter
 from engine.drafters.jacobi import INITS, JacobiDrafter
@@ -24,7 +24,7 @@ from engine.drafters.static_tree import (
     check_choices,
 )
 from engine.loading.image_model import ImageModel
-from engine.rules.acceptance import ExactRule, Rule, TypicalRule
+from engine.rules.acceptance import BoundRule, ExactRule, Rule, TypicalRule
 from engine.rules.cool_sd import AnnealedRule
 from engine.rules.gsd import GroupedRule, scaled_window
 from engine.rules.lantern import VARIANTS, DeltaBound, RatioBound, lantern_rule
@@ -254,6 +254,13 @@ def for_mode(name: str, greedy: bool) -> str:
     """The method a panel set to `name` runs, greedy or sampling (see Method.when_sampling)."""
     swap = get_method(name).when_sampling
     return swap if swap is not None and not greedy else name
+
+
+def bound_rule(model: ImageModel, method: str, options: MethodOptions, sampling: SamplingConfig) -> BoundRule:
+    """The rule `method` judges with under `options`, bound to `sampling`'s mode as decode binds it:
+    what engine.loop.rejudge walks a stored step with."""
+    _, rule = get_method(method).build(model, options)  # the drafter wraps its net: cheap, dropped here
+    return rule.bind(sampling)
 
 
 def get_method(name: str) -> Method:

@@ -62,7 +62,9 @@ def test_compare_streams_then_returns_everything(runtime):
     updates = stream(runtime, REQUEST)
     final = updates[-1]
     state = final.run_state
-    assert [lane.method for lane in state.lanes] == ["vanilla", "eagle2", "cool_sd"]  # sampling defaults
+    assert [lane.method for lane in state.lanes] == ["vanilla", "eagle2", "lantern_static"]  # sampling defaults
+    # The echo names what ran: LANTERN's static chain, which the sampling panel runs for "lantern".
+    assert final.statistics["request"]["methods"] == ("vanilla", "eagle2", "lantern_static")
     assert all(lane.done for lane in state.lanes)
     assert all(isinstance(update.run_state, SKIP) for update in updates[:-1])  # previews only before it
     clocks = final.statistics
@@ -222,3 +224,50 @@ def test_cool_sd_runs_in_a_panel_with_its_settings_and_explains_its_time(runtime
     split = quoted.ms_per_pass
     ceiling = quoted.mean_accepted_length * vanilla_pass / (split["verify"] + split["accept"] + split["other"])
     assert "even free drafting would give at most" in final.teaching and f"= {ceiling:.2f}x." in final.teaching
+
+
+def test_the_default_panels_are_vanilla_eagle2_and_lantern_as_the_mode_runs_it():
+    assert CompareRequest().methods == ("vanilla", "eagle2", "lantern")
+    assert CompareRequest().panel_methods() == ["vanilla", "eagle2", "lantern_static"]  # sampling by default
+    assert CompareRequest(temperature=0.0).panel_methods() == ["vanilla", "eagle2", "lantern"]
+
+
+def test_a_menu_choice_names_what_runs_and_the_swap_button_trades_lantern_for_cool_sd():
+    assert handlers.named_for_mode("lantern", 1.0) == "lantern_static"
+    assert handlers.named_for_mode("lantern", 0.0) == "lantern"
+    assert handlers.named_for_mode("eagle2", 1.0) == "eagle2"
+    assert handlers.swap_relaxed("lantern_static", 1.0) == "cool_sd"
+    assert handlers.swap_relaxed("cool_sd", 1.0) == "lantern_static"
+    assert handlers.swap_relaxed("cool_sd", 0.0) == "lantern"
+
+
+def test_the_replay_slider_spans_the_inspected_panel_and_clamps_typed_steps(runtime):
+    state = runtime.run(REQUEST)
+    final = handlers.final_outputs(runtime, state)
+    passes = state.lanes[final.inspect_panel].passes
+    assert passes < state.lanes[0].passes  # LANTERN needs fewer passes than vanilla: the ranges differ
+    assert final.scrubber["maximum"] == passes - 1
+    for typed, shown in [(passes + 20, passes - 1), (-3, 0), ("", 0), ("2", 2)]:
+        out = ComparisonOutputs.unflatten(handlers.scrub(runtime, state, final.inspect_panel, typed))
+        assert out.scrubber["value"] == shown and f"(step {shown})" in out.detail
+    vanilla = ComparisonOutputs.unflatten(handlers.scrub(runtime, state, 0, 5))
+    assert vanilla.scrubber["maximum"] == state.lanes[0].passes - 1
+
+
+def test_the_whatif_view_judges_the_runs_drafts_at_the_sliders_setting(runtime):
+    request = replace(REQUEST, methods=("vanilla", "lantern"), delta=0.1, k=16)
+    state = runtime.run(request)
+    lane = state.lanes[1]
+    final = handlers.final_outputs(runtime, state)
+    recorded = np.mean([len(t.accepted_nodes) for t in lane.traces[1:]])
+    kept = float(re.search(r'data-kept="([0-9.]+)"', final.whatif).group(1))
+    assert kept == pytest.approx(recorded, abs=1e-4) and "run's own setting" in final.whatif
+    none, wide = (handlers.whatif(state, delta, 16, "official", 3) for delta in (0.0, 1.0))
+    kept_at = [float(re.search(r'data-kept="([0-9.]+)"', words).group(1)) for words, _ in (none, wide)]
+    assert kept_at[0] <= recorded <= kept_at[1] and kept_at[0] < kept_at[1]  # more credit keeps more drafts
+    assert "Press Run" in wide[0] and wide[1] is not None
+    refused, _ = handlers.whatif(state, 1.5, 16, "official", 3)
+    assert "delta 1.5" in refused  # named, as Run would name it
+    alone = runtime.run(replace(REQUEST, methods=("vanilla", "eagle2")))
+    assert "No panel runs" in handlers.whatif(alone, 0.3, 16, "official", 1)[0]
+    assert "first comparison" in handlers.whatif(None, 0.3, 16, "official", 1)[0]

@@ -186,13 +186,18 @@ def test_tradeoff_chart_follows_the_mode_and_the_lantern_panel(tmp_path, monkeyp
     path.write_text(json.dumps(SWEEP))
     monkeypatch.setattr(handlers, "load_sweep", lambda method, greedy: shipped.load_sweep(method, greedy, tmp_path))
     panels = ["vanilla", "eagle2", "lantern"]
-    fig, caption = handlers.tradeoff(0.2, 64, 1.0, panels)  # sampling: the LANTERN panel runs its static tree
+    fig, caption = handlers.sweep_chart(0.2, 64, 1.0, panels)  # sampling: the LANTERN panel runs its static tree
     assert fig is not None and "LANTERN (static tree), sampling" in caption and "24 images" in caption
     assert "drafts from the top-p 0.8 nucleus" in caption  # what the sweep's drafts were drawn from
-    fig, caption = handlers.tradeoff(0.2, 64, 0.0, panels)  # greedy: no sweep of the dynamic tree here
+    fig, caption = handlers.sweep_chart(0.2, 64, 0.0, panels)  # greedy: no sweep of the dynamic tree here
     assert fig is None and "assets/sweeps/lantern_greedy.json" in caption
-    fig, caption = handlers.tradeoff(0.2, 64, 0.0, ["vanilla", "eagle2", "sjd"])
+    fig, caption = handlers.sweep_chart(0.2, 64, 0.0, ["vanilla", "eagle2", "sjd"])
     assert fig is None and "No panel runs a method with delta and k" in caption
+    # The page hides a chart it has nothing for, instead of an empty frame with a placeholder icon.
+    chart, _ = handlers.tradeoff(0.2, 64, 0.0, ["vanilla", "eagle2", "sjd"])
+    assert chart["visible"] is False and chart["value"] is None
+    chart, _ = handlers.tradeoff(0.2, 64, 1.0, panels)
+    assert chart["visible"] is True and chart["value"] is not None
 
 
 def test_panels_follow_the_mode_both_ways():

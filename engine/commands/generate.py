@@ -34,11 +34,12 @@ class Generation:
 
 
 def stream(model: ImageModel, method: str, sampling: SamplingConfig, class_id: int | str,
-           options: MethodOptions | None = None) -> Iterator[StepTrace]:
-    """Yield a trace after every target pass of `method` generating an image of `class_id`."""
+           options: MethodOptions | None = None, keep_inputs: bool = False) -> Iterator[StepTrace]:
+    """Yield a trace after every target pass of `method` generating an image of `class_id` (with
+    `keep_inputs`, what each step was judged on: engine.loop.rejudge reads it)."""
     class_index = model.class_id(class_id)
     drafter, rule = get_method(method).build(model, options or MethodOptions())
-    yield from decode(model.target, drafter, rule, sampling, class_index)
+    yield from decode(model.target, drafter, rule, sampling, class_index, keep_inputs)
 
 
 def generate(model: ImageModel, method: str, sampling: SamplingConfig, class_id: int | str,

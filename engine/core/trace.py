@@ -28,6 +28,16 @@ class Verdict:
 
 
 @dataclass
+class PassInputs:
+    """What a step's walk judged the drafts on, kept on request (decode's keep_inputs), so that the same
+    drafts can be judged again under another rule or setting (engine.loop.rejudge) without a new pass."""
+
+    probs: np.ndarray  # (N, V) the target's p after each node, filtered as the rule asked
+    q_dists: np.ndarray | None  # (N, V) what sampled drafts were drawn from; None for deterministic ones
+    uniforms: np.ndarray  # (N + 1,) float64, the walk's random draws in the order it used them
+
+
+@dataclass
 class StepTrace:
     step: int
     tree_tokens: np.ndarray  # (N,) root first
@@ -44,6 +54,7 @@ class StepTrace:
     verify_ms: float = 0.0
     accept_ms: float = 0.0
     tokens_so_far: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    inputs: PassInputs | None = None  # kept only when the decode was asked to keep them
 
     @property
     def accepted_length(self) -> int:

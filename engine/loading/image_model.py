@@ -82,11 +82,17 @@ class ImageModel:
         return check_class_id(int(name_or_id), self.target.cfg.num_classes)
 
     def neighbours(self, k: int, metric: str = "l2"):
-        """LANTERN's (V, k) neighbour table for this tokenizer's codebook, computed once."""
+        """LANTERN's (V, k) neighbour table for this tokenizer's codebook, computed once per k, or
+        taken as the first k columns of a wider table already computed (nearest first either way), so
+        that trying many k costs one computation. A table once given for k is the one given again."""
         key = (k, metric)
         if key not in self._neighbour_tables:
-            codebook = self.tokenizer.quantize.codebook()
-            self._neighbour_tables[key] = neighbour_table(codebook, k, metric)
+            wider = [table for (columns, kind), table in self._neighbour_tables.items()
+                     if kind == metric and columns > k]
+            if wider:
+                self._neighbour_tables[key] = min(wider, key=lambda table: table.shape[1])[:, :k]
+            else:
+                self._neighbour_tables[key] = neighbour_table(self.tokenizer.quantize.codebook(), k, metric)
         return self._neighbour_tables[key]
 
     @torch.no_grad()

@@ -13,7 +13,7 @@ import torch
 
 from engine.core.config import SamplingConfig
 from engine.core.sampling import combine_cfg, distribution, entropy_bits
-from engine.core.trace import StepTrace
+from engine.core.trace import PassInputs, StepTrace
 from engine.core.tree import DraftTree, causal_mask
 from engine.drafters.base import DecodeState, Drafter
 from engine.loop.verify import target_pass
@@ -31,8 +31,9 @@ def _elapsed_ms(since: float) -> float:
 
 @torch.inference_mode()
 def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfig,
-           class_id: int) -> Iterator[StepTrace]:
-    """Generate one image's tokens for `class_id`, yielding a trace after every target pass."""
+           class_id: int, keep_inputs: bool = False) -> Iterator[StepTrace]:
+    """Generate one image's tokens for `class_id`, yielding a trace after every target pass. With
+    `keep_inputs`, each trace also keeps what its walk judged (PassInputs: (N, V) probabilities a step)."""
     cfg, weight = target.cfg, target.output.weight
     generator = torch.Generator().manual_seed(sampling.seed)
     bound = rule.bind(sampling)  # the rule for this decode's mode, greedy or sampling
@@ -70,7 +71,8 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
 
             # 3. Accept: walk the tree with the rule, draw the next token where the walk stops.
             started = time.perf_counter()
-            result = bound.walk(tree, verified.probs, _uniforms(generator, tree.size))
+            uniforms = _uniforms(generator, tree.size)  # (N + 1,)
+            result = bound.walk(tree, verified.probs, uniforms)
             accept_ms = _elapsed_ms(started)
 
             # 4. Keep the cache entries of the root and the accepted path, contiguously.
@@ -84,8 +86,12 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
             drafter.observe(state, tree, kept, verified.hidden, verified.probs)
 
         # 6. Report the step.
-        yield _trace(step, tree, result, verified.probs[kept], state, draft_ms, verify_ms,
-                     accept_ms, position=position, root_is_new=False)
+        trace = _trace(step, tree, result, verified.probs[kept], state, draft_ms, verify_ms,
+                       accept_ms, position=position, root_is_new=False)
+        if keep_inputs:
+            q_dists = None if tree.q_dists is None else tree.q_dists.cpu().numpy()
+            trace.inputs = PassInputs(verified.probs, q_dists, uniforms)
+        yield trace
 
 
 def _prefill(target: Target, cache: KVCache, state: DecodeState,
