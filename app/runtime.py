@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -42,6 +42,8 @@ class RunState:
     lanes: list[Lane]
     finals: list[np.ndarray]  # (H, W, 3) uint8 final image per lane
     wall_ms: float | None = None  # the whole comparison, request to result, when it was timed
+    # The what-if view's whole-run curves, by (k, variant): moving delta alone then costs one walk.
+    whatif_curves: dict = field(default_factory=dict, repr=False)
 
     @property
     def grid(self) -> int:

@@ -68,13 +68,18 @@ def what_if(state: RunState, delta: float, k: int, variant: str, step: int) -> W
         rule = bound_rule(state.model, lane.method, dataclasses.replace(options, delta=delta_value), sampling)
         return [len(rejudge(trace, rule).accepted_nodes) for trace in steps]
 
-    curve = [(value, float(np.mean(judged(value)))) for value in sorted({*CURVE_DELTAS, asked.delta})]
+    key = (asked.k, asked.variant)
+    if key not in state.whatif_curves:
+        state.whatif_curves[key] = {value: float(np.mean(judged(value))) for value in CURVE_DELTAS}
+    curve = dict(state.whatif_curves[key])
+    if asked.delta not in curve:
+        curve[asked.delta] = float(np.mean(judged(asked.delta)))
     replayed = steps[min(max(int(step), 1), len(steps)) - 1]
     rule = bound_rule(state.model, lane.method, options, sampling)
     return WhatIf(panel=panel, title=lane.title,
                   run=Setting(run_options.delta, run_options.k, run_options.lantern_variant), asked=asked,
-                  curve=curve, run_kept=float(np.mean([len(t.accepted_nodes) for t in steps])),
-                  asked_kept=dict(curve)[asked.delta], step=replayed.step, run_verdicts=replayed.verdicts,
+                  curve=sorted(curve.items()), run_kept=float(np.mean([len(t.accepted_nodes) for t in steps])),
+                  asked_kept=curve[asked.delta], step=replayed.step, run_verdicts=replayed.verdicts,
                   asked_verdicts=rejudge(replayed, rule).verdicts, drafted=replayed.drafted)
 
 

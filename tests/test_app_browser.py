@@ -170,3 +170,47 @@ def test_a_phone_sees_the_race_near_the_top(page_url, browser):
         shown = page.evaluate(f"(() => {{ const i = document.querySelector('#method-{index} input');"
                               " return [i.value, i.scrollWidth, i.clientWidth]; })()")
         assert shown[1] <= shown[2], f"panel {index + 1}'s menu cuts {shown[0]!r}"
+
+
+def _kept(page) -> str | None:
+    return page.evaluate("document.querySelector('#delta-whatif .whatif-kept')?.dataset.kept ?? null")
+
+
+def test_the_whatif_view_answers_the_delta_slider_without_a_decode(page_url, browser):
+    url, _ = page_url
+    page = browser.new_page(viewport={"width": 1600, "height": 1200})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#delta-whatif .whatif-kept", timeout=300_000)
+    before = _image_sources(page)
+    page.click("#run-button")
+    page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=120_000)
+    page.wait_for_function("!document.body.classList.contains('comparing')", timeout=300_000)
+    page.wait_for_selector("#delta-whatif .whatif-kept", timeout=30_000)
+    panels = [page.inner_text(f"#stats-{i}") for i in range(3)]
+    images = _image_sources(page)
+    seen = []
+    for value in ("0.5", "0.05", "0.9"):
+        kept = _kept(page)
+        box = page.locator("#delta-slider input[type=number]")
+        moved = time.perf_counter()
+        box.fill(value)
+        box.press("Enter")
+        page.wait_for_function("kept => document.querySelector('#delta-whatif .whatif-kept')?.dataset.kept !== kept",
+                               arg=kept, timeout=10_000, polling=10)
+        seen.append(time.perf_counter() - moved)
+        assert f"delta {float(value):g}" in page.inner_text("#delta-whatif")
+    # The fastest of three moves within half a second: the view follows the slider, not a decode.
+    assert min(seen) <= 0.5, seen
+    assert [page.inner_text(f"#stats-{i}") for i in range(3)] == panels and _image_sources(page) == images
+    page.screenshot(path=str(SHOTS / "7_whatif.png"), full_page=True)
+    # The replay slider spans the inspected panel's passes and follows a typed step and the arrow keys.
+    last = int(re.search(r"\(0-(\d+)\)", page.inner_text("#scrubber")).group(1))
+    assert last < 255  # LANTERN's passes, not vanilla's 256
+    scrubber = page.locator("#scrubber input[type=number]")
+    scrubber.fill(str(last))
+    scrubber.press("Enter")
+    page.wait_for_function(f"document.querySelector('#detail').innerText.includes('(step {last})')", timeout=10_000)
+    page.locator("#scrubber input[type=range]").press("ArrowLeft")
+    page.wait_for_function(f"document.querySelector('#detail').innerText.includes('(step {last - 1})')",
+                           timeout=10_000)
+    page.close()
