@@ -36,6 +36,7 @@ def option_range(name: str) -> tuple[float, float]:
 
 
 DEFAULTS = CompareRequest()
+LOADING = "Loading the model and a first comparison…"  # what a panel says before the page's load event
 
 
 def _used_by(option: str) -> str:
@@ -81,49 +82,58 @@ def method_controls() -> dict[str, gr.components.Component]:
          "model": gr.Dropdown(list(MODEL_CHOICES), value=DEFAULTS.model, label="Model", elem_id="model-choice",
                               allow_custom_value=True,
                               info=f"official LlamaGen files: {WEIGHTS_DIR_VARIABLE} or the Hugging Face Hub")}
-    # The rarely changed settings of particular methods, folded together under one heading.
-    with gr.Accordion("More settings", open=False):
-        gr.Markdown(f"**Draft tree** ({_used_by('tree')})")
-        c["tree_depth"] = Slider(*TREE_DEPTH_RANGE, value=DEFAULTS.tree_depth, step=1, label="Depth")
-        c["tree_top_k"] = Slider(*TREE_TOP_K_RANGE, value=DEFAULTS.tree_top_k, step=1,
-                                 label="Children per node (top-k)")
-        c["tree_total"] = Slider(*TREE_TOKENS_RANGE, value=DEFAULTS.tree_total, step=1,
-                                 label="Total tokens in the tree")
-        c["tree_score"] = Radio(list(TREE_SCORES), value=DEFAULTS.tree_score, label="Rank nodes by",
-                                info="rule: the rule's chance of reaching and accepting a node; "
-                                     "draft: the draft probability, as EAGLE-2")
-        c["tree_min_score"] = Slider(0.0, 0.95, value=DEFAULTS.tree_min_score, step=0.05,
-                                     label="Expand nodes scoring at least",
-                                     info="0 drafts every level; higher spares drafter calls")
-        gr.Markdown("**LANTERN++: lambda and the static tree**")
-        c["lantern_lambda"] = Slider(*option_range("lantern_lambda"), value=DEFAULTS.lantern_lambda, step=0.1,
-                                     label="lambda", elem_id="lambda-slider",
-                                     info="a draft x may borrow up to (lambda - 1) p(x) from its neighbours")
-        c["static_tree"] = gr.Textbox(value=DEFAULTS.static_tree, label="Static tree", elem_id="static-tree",
-                                      placeholder=f"each method's own chain: {len(RELAXED_CHAIN)} deep for "
-                                                  f"LANTERN's rules, {len(EXACT_CHAIN)} for EAGLE",
-                                      info="paths of draft ranks, levels joined by dots: 0.1 is the second-best "
-                                           f"child of the best ({_used_by('static_tree')})")
-        gr.Markdown(f"**COOL-SD** ({_used_by('cool_w')})")
-        c["cool_w"] = Slider(*option_range("cool_w"), value=DEFAULTS.cool_w, step=0.1, label="w",
-                             elem_id="cool-w-slider",
-                             info="mean weight in min(1, w p(x) / q(x)), largest at the first depth; 1 = exact")
-        c["draft_top_p"] = Slider(*option_range("draft_top_p"), value=DEFAULTS.draft_top_p, step=0.01,
-                                  label="Draft top-p", elem_id="draft-top-p-slider",
-                                  info="sampled drafts come from the drafter's top-p nucleus "
-                                       f"({_used_by('draft_top_p')})")
-        gr.Markdown(f"**Jacobi methods** ({_used_by('sjd_init')})")
-        c["sjd_init"] = gr.Dropdown(list(INITS), value=DEFAULTS.sjd_init, label="Initialisation",
-                                    allow_custom_value=True,
-                                    elem_id="sjd-init", info="the first guess at a position: random, or a copy of "
-                                                             "the code to its left or above")
-        c["gsd_window"] = Number(value=DEFAULTS.gsd_window, precision=0, label="GSD rank window",
-                                 elem_id="gsd-window",
-                                 info="ranks either side of x; empty: the published 7 scaled to the codebook")
-        c["gsd_p_gap"] = Slider(*option_range("gsd_p_gap"), value=DEFAULTS.gsd_p_gap, step=0.01,
-                                label="GSD p gap", info="largest |p(y) - p(x)| within a group")
-        c["gsd_distance"] = Slider(*option_range("gsd_distance"), value=DEFAULTS.gsd_distance, step=0.05,
-                                   label="GSD distance", info="squared embedding distance, a fraction of the mean one")
+    # The rarely changed settings of particular methods, folded together under one heading, one
+    # column per group of settings: where the page is wide, CSS spreads the open accordion under the
+    # whole top row, so that the groups stand side by side instead of in one tall narrow column; where
+    # it is narrow, the columns wrap one under another (below this width each).
+    group_width = 240
+    with gr.Accordion("More settings", open=False, elem_id="more-settings"), gr.Row():
+        with gr.Column(min_width=group_width):
+            gr.Markdown(f"**Draft tree** ({_used_by('tree')})")
+            c["tree_depth"] = Slider(*TREE_DEPTH_RANGE, value=DEFAULTS.tree_depth, step=1, label="Depth")
+            c["tree_top_k"] = Slider(*TREE_TOP_K_RANGE, value=DEFAULTS.tree_top_k, step=1,
+                                     label="Children per node (top-k)")
+            c["tree_total"] = Slider(*TREE_TOKENS_RANGE, value=DEFAULTS.tree_total, step=1,
+                                     label="Total tokens in the tree")
+            c["tree_score"] = Radio(list(TREE_SCORES), value=DEFAULTS.tree_score, label="Rank nodes by",
+                                    info="rule: the rule's chance of reaching and accepting a node; "
+                                         "draft: the draft probability, as EAGLE-2")
+            c["tree_min_score"] = Slider(0.0, 0.95, value=DEFAULTS.tree_min_score, step=0.05,
+                                         label="Expand nodes scoring at least",
+                                         info="0 drafts every level; higher spares drafter calls")
+        with gr.Column(min_width=group_width):
+            gr.Markdown("**LANTERN++: lambda and the static tree**")
+            c["lantern_lambda"] = Slider(*option_range("lantern_lambda"), value=DEFAULTS.lantern_lambda, step=0.1,
+                                         label="lambda", elem_id="lambda-slider",
+                                         info="a draft x may borrow up to (lambda - 1) p(x) from its neighbours")
+            c["static_tree"] = gr.Textbox(value=DEFAULTS.static_tree, label="Static tree", elem_id="static-tree",
+                                          placeholder=f"each method's own chain: {len(RELAXED_CHAIN)} deep for "
+                                                      f"LANTERN's rules, {len(EXACT_CHAIN)} for EAGLE",
+                                          info="paths of draft ranks, levels joined by dots: 0.1 is the second-best "
+                                               f"child of the best ({_used_by('static_tree')})")
+        with gr.Column(min_width=group_width):
+            gr.Markdown(f"**COOL-SD** ({_used_by('cool_w')})")
+            c["cool_w"] = Slider(*option_range("cool_w"), value=DEFAULTS.cool_w, step=0.1, label="w",
+                                 elem_id="cool-w-slider",
+                                 info="mean weight in min(1, w p(x) / q(x)), largest at the first depth; 1 = exact")
+            c["draft_top_p"] = Slider(*option_range("draft_top_p"), value=DEFAULTS.draft_top_p, step=0.01,
+                                      label="Draft top-p", elem_id="draft-top-p-slider",
+                                      info="sampled drafts come from the drafter's top-p nucleus "
+                                           f"({_used_by('draft_top_p')})")
+        with gr.Column(min_width=group_width):
+            gr.Markdown(f"**Jacobi methods** ({_used_by('sjd_init')})")
+            c["sjd_init"] = gr.Dropdown(list(INITS), value=DEFAULTS.sjd_init, label="Initialisation",
+                                        allow_custom_value=True,
+                                        elem_id="sjd-init", info="the first guess at a position: random, or a copy of "
+                                                                 "the code to its left or above")
+            c["gsd_window"] = Number(value=DEFAULTS.gsd_window, precision=0, label="GSD rank window",
+                                     elem_id="gsd-window",
+                                     info="ranks either side of x; empty: the published 7 scaled to the codebook")
+            c["gsd_p_gap"] = Slider(*option_range("gsd_p_gap"), value=DEFAULTS.gsd_p_gap, step=0.01,
+                                    label="GSD p gap", info="largest |p(y) - p(x)| within a group")
+            c["gsd_distance"] = Slider(*option_range("gsd_distance"), value=DEFAULTS.gsd_distance, step=0.05,
+                                       label="GSD distance",
+                                       info="squared embedding distance, a fraction of the mean one")
     return _named(c)
 
 
@@ -173,6 +183,6 @@ def racing_panels() -> Panels:
                                             format="png",
                                             interactive=False, height=DISPLAY, elem_classes="map-image",
                                             elem_id=f"map-{index}", buttons=[]))
-                panels.counters.append(gr.HTML(text.waiting_html("Press Run to start."), elem_id=f"stats-{index}",
+                panels.counters.append(gr.HTML(text.waiting_html(LOADING), elem_id=f"stats-{index}",
                                                label=f"Panel {index + 1} counters"))
     return panels

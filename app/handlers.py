@@ -346,11 +346,15 @@ def on_load(runtime: Runtime, delta: float, k: int, temperature: float, methods:
     """At page load: the codebook and the sweep at once, then the start-up comparison, streamed as it
     decodes (or at once, if it is already done)."""
     first = LoadOutputs()
+    coming = runtime.first_run.expected  # a start-up comparison is decoding, or done
     try:
         first.latent_plot = codebook_figure(runtime)
+        if coming:  # the pictures to be, every cell pending, rather than empty frames
+            first.images = [render.pending_picture(runtime.model().grid_size)] * PANELS
     except (OSError, RuntimeError, ValueError) as err:  # no model: the page still comes up and says so
         runtime.warm_error = runtime.warm_error or f"the model could not be loaded: {err}"
-    first.counters = [text.waiting_html(runtime.warm_error or "Starting a first comparison…")] * PANELS
+    waiting = "Starting a first comparison…" if coming else "Press Run to start."
+    first.counters = [text.waiting_html(runtime.warm_error or waiting)] * PANELS
     first.tradeoff_plot, first.tradeoff_note = tradeoff(delta, k, temperature, methods)
     yield first.flatten()
     for count, preview in enumerate(previews(runtime.first_run.progress(timeout=300, interval=MIN_UPDATE_S))):

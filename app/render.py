@@ -75,6 +75,11 @@ def grey_out(image: np.ndarray, known: np.ndarray, size: int | None = None) -> n
     return big
 
 
+def pending_picture(grid: int, size: int = DISPLAY) -> np.ndarray:
+    """A picture not begun: every one of its grid x grid cells pending, (size, size, 3) uint8."""
+    return grey_out(np.zeros((size, size, 3), np.uint8), known_cells(0, grid), size)
+
+
 def acceptance_codes(traces: Sequence[StepTrace], total: int, upto: int | None = None) -> np.ndarray:
     """(total,) int8 per raster position: NOT_YET, DRAFTED (an accepted draft), UNLIKELY (an
     accepted draft the target, as decoded, gives p < LOW_P) or BONUS (the token the target itself
