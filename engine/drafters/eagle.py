@@ -25,6 +25,7 @@ sibling itself, which leaves plain top-k).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -44,11 +45,22 @@ def _log(x: float) -> float:
     return math.log(x) if x > 0 else -math.inf
 
 
-class EagleDrafter(Drafter):
-    # Laid out by each proposal's _catch_up (see reset); `above` stays None for a drafter without fc_above.
-    rotations: Rotation | None
-    above: torch.Tensor | None
+@dataclass(frozen=True)
+class Proposal:
+    """What every drafter call of one proposal reads by position, laid out once by `_catch_up`: the
+    rope rotations and the tokens above, first for the pairs it caught up on, then for tree levels
+    2..depth. Passed from call to call, so that no proposal's layout outlives it."""
 
+    caught_up: int  # pairs fed by the catch-up call
+    rotations: Rotation  # (caught_up + depth - 1, 1, hd) x 2
+    above: torch.Tensor | None  # (1, caught_up + depth - 1, D); None for a drafter without fc_above
+
+    def level_rows(self, level: int) -> slice:
+        """The table row of tree level `level` >= 2, whose nodes all sit level - 1 past the root."""
+        return slice(self.caught_up + level - 2, self.caught_up + level - 1)
+
+
+class EagleDrafter(Drafter):
     def __init__(self, net: EagleNet, tree: TreeConfig | None):
         """`tree` None: a subclass that lays out trees of its own shape (StaticTreeDrafter)."""
         self.net, self.tree_cfg = net, tree
@@ -61,8 +73,6 @@ class EagleDrafter(Drafter):
         self.committed = 0  # drafter pairs in the cache; pair j holds image token j
         self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
         self.pending_tokens = list(state.tokens)
-        # Set by each proposal's _catch_up: the pairs it feeds, and the rows every call reads.
-        self.catching_up, self.rotations, self.above = 0, None, None
 
     def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
                 probs: np.ndarray) -> None:
@@ -89,26 +99,20 @@ class EagleDrafter(Drafter):
         """Drafter cache slots a proposal may fill beyond the committed pairs."""
         return self.dynamic_tree.depth * self.dynamic_tree.top_k
 
-    def _run(self, state: DecodeState, tokens: torch.Tensor, features: torch.Tensor, rows: slice,
-             first_slot: int, mask: torch.Tensor) -> torch.Tensor:
+    def _run(self, state: DecodeState, proposal: Proposal, tokens: torch.Tensor, features: torch.Tensor,
+             rows: slice, first_slot: int, mask: torch.Tensor) -> torch.Tensor:
         """Drafter pass over tokens (T,) with parent features (R, T, D) -> predicted features.
 
-        `rows` picks the proposal's rotation and token-above rows (see _catch_up): T of them, or one
-        that every token shares, as the nodes of one tree level do."""
+        `rows` picks the proposal's rotation and token-above rows: T of them, or one that every
+        token shares, as the nodes of one tree level do (Proposal.level_rows)."""
         device = features.device
         count = len(tokens)
         slots = torch.arange(first_slot, first_slot + count, device=device)  # (T,)
         emb = state.target.embed_tokens(tokens.to(device)).expand(state.rows, -1, -1)  # (R, T, D)
-        rotations = self.rotations
-        assert rotations is not None, "_catch_up lays out the rotations before the proposal's calls"
-        rope = Rotation(rotations.cos[rows], rotations.sin[rows])  # (T or 1, 1, hd) x 2
-        above = None if self.above is None else self.above[:, rows].expand(state.rows, count, -1)  # (R, T, D)
+        rope = Rotation(proposal.rotations.cos[rows], proposal.rotations.sin[rows])  # (T or 1, 1, hd) x 2
+        above = None if proposal.above is None else proposal.above[:, rows].expand(state.rows, count, -1)  # (R, T, D)
         # .forward: nn.Module.__call__'s bookkeeping is a measurable share of a one-token drafter call.
         return self.net.forward(emb, features, rope, self.cache, slots, mask.to(device), above)
-
-    def _level_rows(self, level: int) -> slice:
-        """The table row of tree level `level` >= 2, whose nodes all sit level - 1 past the root."""
-        return slice(self.catching_up + level - 2, self.catching_up + level - 1)
 
     def _draft_probs(self, state: DecodeState, features: torch.Tensor) -> torch.Tensor:
         # The head is linear, so guiding the features first equals guiding the logits, at half the
@@ -117,32 +121,30 @@ class EagleDrafter(Drafter):
         logits = state.target.logits(guided)  # (T, V)
         return distribution(logits, state.sampling, torch.float32).cpu()  # (T, V)
 
-    def _catch_up(self, state: DecodeState, depth: int) -> torch.Tensor:
+    def _catch_up(self, state: DecodeState, depth: int) -> tuple[Proposal, torch.Tensor]:
         """Feed the pairs the target confirmed last step; the last one ends at the root. Returns the
-        drafter's features (R, n, D), the last of which predicts the root's child.
-
-        Also lays out, once for the proposal, what every drafter call of it needs by position: the
-        rope rotations and the tokens above, first for the n pairs, then for tree levels 2..depth."""
+        proposal's layout for its later calls, and the drafter's features (R, n, D), the last of which
+        predicts the root's child."""
         target = state.target
         device = self.pending_features.device
-        n_pending = self.catching_up = len(self.pending_tokens)
+        n_pending = len(self.pending_tokens)
         mask = torch.ones(n_pending, self.committed + n_pending, dtype=torch.bool)  # (n, committed + n)
         mask[:, self.committed:].tril_()
         self.committed += n_pending
         # The image positions each call predicts: the n pairs', then tree levels 2..depth's.
         predicted = range(self.committed + 1 - n_pending, self.committed + max(depth, 1))
         offsets = torch.arange(predicted.start, predicted.stop, device=device)  # (n + depth - 1,)
-        self.rotations = target.rotation_at(target.cfg.cls_token_num - 1 + offsets)
-        self.above = None
+        above = None
         if self.net.fc_above is not None:  # the token above the one each pair predicts
-            self.above = above_for_drafting(target, state.tokens, predicted)  # (1, n + depth - 1, D)
-        return self._run(state, torch.tensor(self.pending_tokens), self.pending_features,
-                         slice(0, n_pending), self.committed - n_pending, mask)
+            above = above_for_drafting(target, state.tokens, predicted)  # (1, n + depth - 1, D)
+        proposal = Proposal(n_pending, target.rotation_at(target.cfg.cls_token_num - 1 + offsets), above)
+        return proposal, self._run(state, proposal, torch.tensor(self.pending_tokens), self.pending_features,
+                                   slice(0, n_pending), self.committed - n_pending, mask)
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         cfg = self.dynamic_tree
         depth = self.levels(state, cfg.depth, max_depth)
-        out = self._catch_up(state, depth)
+        proposal, out = self._catch_up(state, depth)
         q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
 
         k, budget = cfg.top_k, cfg.total_tokens - 1
@@ -164,8 +166,8 @@ class EagleDrafter(Drafter):
             for i, node in enumerate(frontier):
                 fed_slot[node] = first_slot + i
             mask = self._tree_mask(frontier, parents, fed_slot)
-            out = self._run(state, torch.tensor([tokens[n] for n in frontier]), frontier_features,
-                            self._level_rows(level), first_slot, mask)
+            out = self._run(state, proposal, torch.tensor([tokens[n] for n in frontier]), frontier_features,
+                            proposal.level_rows(level), first_slot, mask)
             q = self._draft_probs(state, out)  # (F, V)
             child_q, child_tokens, child_conf = self._children(q, k)  # (F, k) each
             # A level scores a handful of children: on Python floats, which cost less than tensor calls.

@@ -92,7 +92,7 @@ class StaticTreeDrafter(EagleDrafter):
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         depth = self.levels(state, self.depth, max_depth)
-        out = self._catch_up(state, depth)  # (R, n, D)
+        proposal, out = self._catch_up(state, depth)  # out: (R, n, D)
         # path -> the drafter's feature at that node, (R, D)
         predicted: dict[tuple[int, ...], torch.Tensor] = {(): out[:, -1]}
         node_of: dict[tuple[int, ...], int] = {}
@@ -112,8 +112,9 @@ class StaticTreeDrafter(EagleDrafter):
                     fed_slot[node_of[path]] = first_slot + i
                 rows = [node_of[p] for p in expanding]
                 features = torch.stack([predicted[p[:-1]] for p in expanding], dim=1)  # (R, F, D)
-                out = self._run(state, torch.tensor([tokens[n] for n in rows]), features, self._level_rows(level),
-                                first_slot, self._tree_mask(rows, parents, fed_slot))  # (R, F, D)
+                out = self._run(state, proposal, torch.tensor([tokens[n] for n in rows]), features,
+                                proposal.level_rows(level), first_slot,
+                                self._tree_mask(rows, parents, fed_slot))  # (R, F, D)
                 predicted.update({p: out[:, i] for i, p in enumerate(expanding)})
             q = self._draft_probs(state, torch.stack([predicted[p] for p in expanding], dim=1))  # (F, V)
             children = [self._ranked_children(state, row) for row in q]
