@@ -9,6 +9,7 @@ from app.shipped import SweepFormatError, frontier_path, load_frontier
 from engine.commands.frontier import fastest_inside_vanilla
 from engine.core.config import SamplingConfig
 from engine.loading.embedded import ASSETS
+from engine.model.matmul import cpu_model
 
 
 def frontier_chart(temperature: float, assets: Path = ASSETS) -> tuple:
@@ -37,4 +38,19 @@ def frontier_chart(temperature: float, assets: Path = ASSETS) -> tuple:
         caption += (f" Fastest with quality inside vanilla's intervals (class accuracy, fid_proxy, low-p share): "
                     f"**{series['label']}** at {series['knob']} {point[series['knob']]:g}, "
                     f"{point['speedup']:.2f}x.")
+    caption += " " + _why_panels_differ(config)
     return plots.frontier_figure(frontier, f"Relaxed rules, {mode}: speed-up against quality"), caption
+
+
+def _why_panels_differ(config: dict) -> str:
+    """Why a panel's speed-up is not the frontier's: how many images each point's speed-up is over,
+    and on which machine, against one image on this one."""
+    timed, decoded = config.get("speed_images"), config.get("n_images")
+    images = f"the median over {timed or decoded or 'several'} images"
+    if timed and decoded and timed != decoded:
+        images += f" (its quality is over all {decoded})"
+    there = f"on {config['cpu']}" if config.get("cpu") else "on the machine that made this frontier"
+    here = f" ({cpu_model()})" if cpu_model() else ""
+    return (f"A point's speed-up is {images}, timed {there}; a panel's is one image timed on this "
+            f"machine{here}. One image's ratio moves from image to image, and each CPU prices drafting and "
+            "verifying differently, so the two need not agree.")

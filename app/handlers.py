@@ -18,7 +18,7 @@ from app.detail import first_position, token_detail
 from app.lanes import Lane, interleave, summary
 from app.live_run import LiveRun, decode_in_background
 from app.outputs import ComparisonOutputs, LoadOutputs, panel_values
-from app.request import ALTERNATIVE_RELAXED, DEFAULT_METHODS, K_SLIDER_MAX, PANELS, CompareRequest
+from app.request import ALTERNATIVE_RELAXED, K_SLIDER_MAX, LANTERN_PANEL, PANELS, CompareRequest
 from app.runtime import RunState, Runtime, usable_methods
 from app.shipped import SWEEP_DIR, load_sweep
 from app.whatif import what_if
@@ -309,7 +309,7 @@ def named_for_mode(method: str, temperature: float) -> str:
 def swap_relaxed(method: str, temperature: float) -> str:
     """The swap button: the last panel to COOL-SD, or from COOL-SD back to its default method (LANTERN,
     as the mode runs it)."""
-    return named_for_mode(DEFAULT_METHODS[-1] if method == ALTERNATIVE_RELAXED else ALTERNATIVE_RELAXED, temperature)
+    return named_for_mode(LANTERN_PANEL if method == ALTERNATIVE_RELAXED else ALTERNATIVE_RELAXED, temperature)
 
 
 def choose_model(runtime: Runtime, name: str, class_name: str, k: int, methods: list[str]) -> list:

@@ -13,17 +13,40 @@ PANEL_COLOURS = ("#6b7a99", "#3d8bfd", "#f5a623")  # one per panel, left to righ
 FRONTIER_COLOURS = ("#f5a623", "#c2410c", "#3d8bfd", "#2ec478", "#a855f7", "#0f766e")  # one per frontier series
 MAX_TICKS = 8  # per axis of the accepted-length plot: more crowd a third of the page's width
 ACCEPTED, REJECTED, UNTESTED, ROOT = "#2ec478", "#e5484d", "#c9ced8", "#6b7a99"
+# Plotly's toolbar (the modebar) lies over a figure's top right corner: on hover with a mouse, but
+# always on a touch screen, where it covered the titles of a phone's narrow charts. The title goes
+# under a strip the height of the toolbar's row, and the toolbar keeps only the buttons these charts
+# use, so that it stays one row on a narrow chart.
+MODEBAR_HEIGHT = 34  # px from the figure's top: the toolbar's row (measured: 27) and a gap
+TITLE_SIZE, TITLE_LINE = 14, 18  # px: the titles' font and a line of it
+TITLE_LIFT = 10  # px: Plotly lifts a title by about half a line for each line past its first (measured)
+MODEBAR_UNUSED = ("select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d")
+NODE_SIZE, NODE_LABEL_SIZE = 13, 9  # px: a draft tree's markers and the codes written beside them
 
 
 def _has_legend(fig: go.Figure) -> bool:
     return any(trace.showlegend is not False for trace in fig.data)
 
 
+def _title_pad(title: str) -> int:
+    """How far below the figure's top a title is placed so that its first line clears the toolbar."""
+    return MODEBAR_HEIGHT + title.count("<br>") * TITLE_LIFT
+
+
+def _title_top(title: str) -> int:
+    """The top margin a title needs under the toolbar's strip: one line per <br>, and a gap."""
+    return MODEBAR_HEIGHT + (title.count("<br>") + 1) * TITLE_LINE + 12
+
+
 def _layout(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
+    """Title, margins and legend; `height` is the figure's below the toolbar's strip, which is added
+    to it rather than taken from the axes."""
     # The legend goes under the axes: beside the title it would cover it on a phone's narrow chart.
-    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=height,
-                      margin=dict(l=48, r=16, t=48, b=110 if _has_legend(fig) else 48), template="plotly_white",
-                      paper_bgcolor="rgba(0,0,0,0)",
+    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=TITLE_SIZE), yref="container", y=1,
+                                 yanchor="top", pad=dict(t=_title_pad(title))), height=height + MODEBAR_HEIGHT,
+                      margin=dict(l=48, r=16, t=_title_top(title), b=110 if _has_legend(fig) else 48),
+                      template="plotly_white", paper_bgcolor="rgba(0,0,0,0)",
+                      modebar=dict(remove=list(MODEBAR_UNUSED)),
                       legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0.0, yanchor="bottom"))
     return fig
 
@@ -127,14 +150,27 @@ def tree_figure(trace: StepTrace, highlight: Sequence[int] = ()) -> go.Figure:
     deepest = int(depths.max())
     # Beyond MAX_TICKS levels a node's code no longer fits beside it: hovering shows it instead.
     labelled = deepest <= MAX_TICKS
+    labels = [str(int(t)) for t in trace.tree_tokens]
+    # A code is written right of its node; the deepest level's run past the axes into the right
+    # margin, which is made wide enough for them instead of cutting them at the axes' edge.
     fig.add_trace(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers+text" if labelled else "markers",
-                             showlegend=False,
-                             marker=dict(size=13, color=colours, line=dict(color="#111", width=ring)),
-                             text=[str(int(t)) for t in trace.tree_tokens] if labelled else None,
-                             textposition="middle right", textfont=dict(size=9), hovertext=text, hoverinfo="text"))
+                             showlegend=False, cliponaxis=False,
+                             marker=dict(size=NODE_SIZE, color=colours, line=dict(color="#111", width=ring)),
+                             text=labels if labelled else None,
+                             textposition="middle right", textfont=dict(size=NODE_LABEL_SIZE), hovertext=text,
+                             hoverinfo="text"))
     fig.update_xaxes(title_text="depth", dtick=-(-deepest // MAX_TICKS) or 1, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False, showgrid=False)
-    return _layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=240)
+    fig = _layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=240)
+    if labelled:
+        fig.update_layout(margin=dict(r=max(fig.layout.margin.r, label_reach(max(map(len, labels))))))
+    return fig
+
+
+def label_reach(digits: int) -> int:
+    """How far, in px, a node's code written right of it reaches past the node's centre: half the
+    marker, Plotly's gap and the digits (about 0.6 of the font size each), with a little to spare."""
+    return int(NODE_SIZE / 2 + 3 + digits * 0.6 * NODE_LABEL_SIZE) + 8
 
 
 # The quality axes of the trade-off chart: the value, its interval where the sweep has one, the axis title.
@@ -234,4 +270,5 @@ def frontier_figure(frontier: dict, title: str) -> go.Figure:
                                             direction="down", showactive=True)])
     fig.update_xaxes(title_text="speed-up vs vanilla")
     _layout(fig, title, height=460)
-    return fig.update_layout(margin=dict(t=90))
+    # The measure's menu sits between the title and the axes.
+    return fig.update_layout(margin=dict(t=_title_top(title) + 32))

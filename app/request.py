@@ -15,8 +15,10 @@ from engine.drafters.static_tree import parse_choices
 from engine.methods import METHODS, MethodOptions, for_mode, get_method
 
 # Vanilla, the lossless EAGLE-2 and LANTERN: the comparison the explorer is named for, which the delta,
-# k and variant controls act on. LANTERN swaps to its static chain when sampling (Method.when_sampling).
-DEFAULT_METHODS = ("vanilla", "eagle2", "lantern")
+# k and variant controls act on. The defaults name what runs at the default temperature, which samples:
+# LANTERN's static chain (Method.when_sampling), as the page's menus and the API's echo do.
+LANTERN_PANEL = "lantern"  # the explorer's LANTERN: EAGLE-2's dynamic tree, its static chain when sampling
+DEFAULT_METHODS = ("vanilla", "eagle2", for_mode(LANTERN_PANEL, SamplingConfig().greedy))  # what runs
 # COOL-SD, the relaxation that keeps vanilla's pictures, is one click away (app.ui's swap button): it
 # starts on the fastest setting of the shipped sampling frontier (assets/sweeps/frontier_sampling.json)
 # whose class accuracy, fid_proxy and low-p share stay inside vanilla's 95 % intervals. RELAXED_DEFAULTS

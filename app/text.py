@@ -7,10 +7,10 @@ import html
 import numpy as np
 
 from app.detail import TokenDetail
-from app.lanes import Lane, lane_speedup, summary
-from app.request import DEFAULT_METHODS, RELAXED_DEFAULTS, CompareRequest
+from app.lanes import Lane, summary
+from app.request import ALTERNATIVE_RELAXED, RELAXED_DEFAULTS, CompareRequest
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN
-from engine.evaluation.speed import BASELINE, undrafted_speedup
+from engine.evaluation.speed import BASELINE
 from engine.methods import METHODS, OPTION_RANGES, get_method
 
 _BOX = ("display:inline-block;min-width:44px;margin:2px 3px 2px 0;padding:3px 6px;border-radius:8px;"
@@ -22,19 +22,33 @@ def _stat(label: str, value: str) -> str:
             f'<div style="font-size:0.75em;opacity:0.75">{html.escape(label)}</div></div>')
 
 
+# Every number the page prints in more than one place (a panel's counters and the teaching text) is
+# formatted from the same `summary` row by the same function, so the two can never disagree.
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}x"
+
+
+def _num(value: float) -> str:
+    """A MAL or a time in ms."""
+    return f"{value:.2f}"
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.2f} s"
+
+
 def counters_html(row: dict) -> str:
     """One panel's live counters from its `summary` row, and what its method does."""
     ratio = row["speedup_vs_vanilla"]
-    speed = ("…" if not row["done"] else "n/a") if ratio is None else f"{ratio:.2f}x"
+    speed = ("…" if not row["done"] else "n/a") if ratio is None else _times(ratio)
     state = "done" if row["done"] else "decoding"
     kind = "lossless" if row["lossless"] else "lossy (relaxed)"
     return ('<div class="lane-stats">'
             + _stat("passes", str(row["target_passes"]))
             + _stat("tokens", f"{row['tokens']}")
-            + _stat("MAL", f"{row['mean_accepted_length']:.2f}")
-            + _stat("time", f"{row['wall_ms'] / 1000:.2f} s")
+            + _stat("MAL", _num(row["mean_accepted_length"]))
+            + _stat("time", _seconds(row["wall_ms"]))
             + _stat("speed-up", speed)
-            + _stat("limit (MAL)", f"{row['speedup_limit']:.2f}x")
             + time_split_html(row)
             + '<div class="lane-note" style="font-size:0.75em;opacity:0.7;margin-top:2px">'
             f'{state} · {kind} · MAL = tokens per target pass · speed-up against vanilla, once both are done</div>'
@@ -53,22 +67,25 @@ def time_split_html(row: dict) -> str:
     wall = split["wall"]
     if wall <= 0:
         return ""
-    parts = [(part, colour, max(0.0, split[part]) / wall) for part, colour in _SPLIT_COLOURS.items()]
-    bar = "".join(f'<span class="split-{part}" title="{part}: {split[part]:.2f} ms a pass, {share:.0%}" '
+    # A method that drafts nothing has no drafting part (engine.evaluation.speed.pass_split gives it 0).
+    parts = [(part, colour, max(0.0, split[part]) / wall) for part, colour in _SPLIT_COLOURS.items()
+             if part != "draft" or split[part]]
+    bar = "".join(f'<span class="split-{part}" title="{part}: {_num(split[part])} ms a pass, {share:.0%}" '
                   f'style="height:100%;width:{share * 100:.2f}%;background:{colour}"></span>'
                   for part, colour, share in parts)
     legend = " · ".join(f'<span style="color:{colour}">■</span> {part} <span class="split-ms" data-part="{part}" '
-                        f'data-ms="{split[part]:.3f}">{split[part]:.2f}</span> ms ({share:.0%})'
+                        f'data-ms="{split[part]:.3f}">{_num(split[part])}</span> ms ({share:.0%})'
                         for part, colour, share in parts)
     return (f'<div class="time-split" data-wall-ms="{row["wall_ms"]}" data-passes="{max(1, row["target_passes"] - 1)}" '
             'style="margin-top:4px;font-size:0.75em">'
             f'<div style="display:flex;height:10px;border-radius:4px;overflow:hidden;background:#eee">{bar}</div>'
-            f'<div style="margin-top:2px;opacity:0.8">per target pass ({wall:.2f} ms): {legend}</div></div>')
+            f'<div style="margin-top:2px;opacity:0.8">per target pass ({_num(wall)} ms): {legend}</div></div>')
 
 
 def intro_markdown(metadata: dict) -> str:
-    """The page's header, describing the embedded model from its weights' own metadata
-    (engine.loading.embedded.embedded_metadata), so that it follows whatever model ships."""
+    """The page's header: four plain sentences above the panels, every term either said in words or
+    linked to the "How it works" section (elem_id "teaching"), the last describing the embedded model
+    from its weights' own metadata (engine.loading.embedded.embedded_metadata)."""
     config, classes, sets = metadata.get("config", {}), metadata.get("class_names", []), metadata.get("image_sets", [])
     words = ["a LlamaGen GPT" + (f" of {config['n_layer']} layers, width {config['dim']}" if config else "")]
     if classes:
@@ -76,22 +93,33 @@ def intro_markdown(metadata: dict) -> str:
     if sets:
         named = f"{', '.join(sets[:-1])} and {sets[-1]}" if len(sets) > 1 else sets[0]
         words.append(f"learnt from {len(sets)} artists' sets: {named}" if len(sets) > 1 else f"learnt from {named}")
-    return ("# LANTERN Explorer\nWatch an image autoregressive model paint 256 tokens, once plainly and "
-            "twice with speculative decoding, side by side. The panels race on the same class and seed; each "
-            "method's clock counts only its own work. Green cells were accepted drafts, amber ones the "
-            "target's own draw (a bonus or a correction), pink ones drafts the target itself would almost "
-            "never draw (p < 1e-4), let in by a relaxed rule. The embedded model is small and runs on a CPU: "
-            f"{', '.join(words)} (credits in the README). {relaxed_default_sentence()}")
+    alternative = get_method(ALTERNATIVE_RELAXED).title
+    return ("# LANTERN Explorer\n"
+            "Three panels paint the same picture token by token and race, each clock counting only its own "
+            "work: vanilla decoding runs the model once for every token, while EAGLE-2 and LANTERN let a small "
+            "drafter guess several tokens that the model then checks in a single pass "
+            "([How it works](#teaching)). "
+            "LANTERN also accepts a guess when look-alike codes are likely enough, which is faster but lets in "
+            "specks (tokens the model would almost never draw); its settings are delta, how much probability a "
+            "guess may borrow from its look-alikes, and k, how many may lend it, and the "
+            "[what-if view](#delta-whatif) below shows what they change as you move their sliders. "
+            f"{alternative}, a relaxed rule that keeps vanilla's pictures at a smaller speed-up, is one click "
+            f"away: *Swap in {alternative}* puts it in the third panel. "
+            f"The model is small enough for a CPU: {', '.join(words)} (credits in the README).")
 
 
-def relaxed_default_sentence() -> str:
-    """Why the relaxed panel starts where it does (app.request.RELAXED_DEFAULTS)."""
-    title = get_method(DEFAULT_METHODS[-1]).title
+def relaxed_alternative_sentence() -> str:
+    """When to reach for the relaxed alternative (app.request.ALTERNATIVE_RELAXED), and where its
+    settings (app.request.RELAXED_DEFAULTS) come from."""
+    title = get_method(ALTERNATIVE_RELAXED).title
     settings = ", ".join(f"{OPTION_RANGES[name][0].removeprefix(title + ' ')} {value:g}"
                          for name, value in RELAXED_DEFAULTS.items())
-    return (f"The third panel starts on {title} ({settings}): of every relaxed "
-            "rule and setting measured (the *Frontier* tab), the fastest whose pictures stay within vanilla's "
-            "95 % intervals on class accuracy, fid_proxy and specks; LANTERN, faster but speckled, is in its menu.")
+    return (f"**When to reach for {title}.** When the pictures must stay vanilla's. LANTERN is faster but adds "
+            "specks: tokens the target would almost never draw, p < 1e-4. The fastest setting on the frontier (the "
+            "*Frontier* tab) whose class accuracy, fid_proxy (how far the pictures' classifier features lie from "
+            f"held-out ones) and share of specks stay within vanilla's 95 % intervals is {title} at {settings}, "
+            f"where the page's {title} settings start (w scales the target's belief in a draft; top-p keeps drafts "
+            "among the drafter's likeliest codes).")
 
 
 def model_status(model, methods: list[str], is_text: bool) -> str:
@@ -161,52 +189,51 @@ def _mean_credit(lane: Lane) -> tuple[float, float] | None:
     return float(np.mean(sizes)), float(np.mean([np.sum(v.neighbour_mass) for v in verdicts]))
 
 
-def _run_table(lanes: list[Lane]) -> list[str]:
-    rows = ["| method | mean accept prob | MAL | speed-up | mean A \\ {x} |", "|---|---|---|---|---|"]
-    for lane, stats in zip(lanes, summary(lanes)):
+def _run_table(lanes: list[Lane], rows: list[dict]) -> list[str]:
+    table = ["| method | mean accept prob | MAL | speed-up | mean A \\ {x} |", "|---|---|---|---|---|"]
+    for lane, stats in zip(lanes, rows):
         prob = "-" if stats["mean_accept_prob"] is None else f"{stats['mean_accept_prob']:.3f}"
-        ratio = "n/a" if stats["speedup_vs_vanilla"] is None else f"{stats['speedup_vs_vanilla']:.2f}x"
+        ratio = "n/a" if stats["speedup_vs_vanilla"] is None else _times(stats["speedup_vs_vanilla"])
         credit = _mean_credit(lane)
         a_size = "-" if credit is None else f"{credit[0]:.1f} codes, p {credit[1]:.3f}"
         rule = "lossless" if lane.lossless else "relaxed"
-        rows.append(f"| {lane.title} ({rule}) | {prob} | {stats['mean_accepted_length']:.2f} | {ratio} | {a_size} |")
-    return rows
+        table.append(f"| {lane.title} ({rule}) | {prob} | {_num(stats['mean_accepted_length'])} | {ratio} | {a_size} |")
+    return table
 
 
-def _clocks(lanes: list[Lane], wall_ms: float | None) -> str:
+def _clocks(rows: list[dict], wall_ms: float | None) -> str:
     """Where the comparison's time went: the panels' own clocks against the whole wall time."""
-    decoding = sum(lane.elapsed_ms for lane in lanes) / 1000
-    clocks = " + ".join(f"{lane.elapsed_ms / 1000:.2f} s" for lane in lanes)
-    line = f"The panels' clocks count their own decoding only: {clocks} = {decoding:.2f} s"
+    decoding = sum(row["wall_ms"] for row in rows)
+    clocks = " + ".join(_seconds(row["wall_ms"]) for row in rows)
+    line = f"The panels' clocks count their own decoding only: {clocks} = {_seconds(decoding)}"
     if wall_ms is None:
         return line + "."
-    return (line + f". The whole comparison took **{wall_ms / 1000:.2f} s** here, one panel at a time on the "
+    return (line + f". The whole comparison took **{_seconds(wall_ms)}** here, one panel at a time on the "
             "same cores; the rest went to setting up and drawing the pictures.")
 
 
-def _cost_sentence(lanes: list[Lane]) -> str | None:
-    """Why the fastest-accepting panel's speed-up is what it is, in the run's own numbers."""
-    baseline = next((lane for lane in lanes if lane.method == BASELINE and lane.done), None)
-    others = [lane for lane in lanes if lane.method != BASELINE and lane.done and len(lane.traces) > 1]
+def _cost_sentence(rows: list[dict]) -> str | None:
+    """Why the fastest-accepting panel's speed-up is what it is, in the run's own numbers: its `summary`
+    row's, which its counters show too."""
+    baseline = next((row for row in rows if row["method"] == BASELINE and row["done"]), None)
+    others = [row for row in rows if row["method"] != BASELINE and row["done"] and row["target_passes"] > 1]
     if baseline is None or not others:
         return None
-    lane = max(others, key=lambda other: other.mean_accepted_length)
-    one_token = baseline.ms_per_pass["wall"]
-    split = lane.ms_per_pass
-    estimate = lane.mean_accepted_length * one_token / split["wall"]
-    measured = lane_speedup(lane, lanes)
+    row = max(others, key=lambda other: other["mean_accepted_length"])
+    mal, one_token, split = row["mean_accepted_length"], baseline["ms_per_pass"]["wall"], row["ms_per_pass"]
+    estimate = mal * one_token / split["wall"]
     rest = split["accept"] + split["other"]
-    undrafted = undrafted_speedup(lane.mean_accepted_length, one_token, split)  # the ceiling verifying sets
     return (f"**Why accepted length is not speed.** A speed-up is about MAL x (one-token pass) / (drafting + "
-            f"verifying the tree + the rest). In the last run {lane.title} kept **{lane.mean_accepted_length:.2f}** "
-            f"tokens a pass, its limit, but each of its passes cost {split['draft']:.2f} ms drafting + "
-            f"{split['verify']:.2f} ms verifying + {rest:.2f} ms the rest = "
-            f"{split['wall']:.2f} ms against {one_token:.2f} ms for vanilla's one-token pass: "
-            f"{lane.mean_accepted_length:.2f} x {one_token:.2f} / {split['wall']:.2f} = {estimate:.2f}x "
-            f"(measured: {measured:.2f}x). Drafting alone costs {split['draft'] / one_token:.0%} of a one-token "
-            "pass here, where each drafter call pays a fixed per-operation cost on the CPU; verifying the tree "
-            f"costs {split['verify'] / one_token:.2f} one-token passes, so even free drafting would give at most "
-            f"{lane.mean_accepted_length:.2f} x {one_token:.2f} / {split['verify'] + rest:.2f} = {undrafted:.2f}x. "
+            f"verifying the tree + the rest). In the last run {row['title']} kept **{_num(mal)}** "
+            f"tokens a pass, its limit, but each of its passes cost {_num(split['draft'])} ms drafting + "
+            f"{_num(split['verify'])} ms verifying + {_num(rest)} ms the rest = "
+            f"{_num(split['wall'])} ms against {_num(one_token)} ms for vanilla's one-token pass: "
+            f"{_num(mal)} x {_num(one_token)} / {_num(split['wall'])} = {_times(estimate)} "
+            f"(measured: {_times(row['speedup_vs_vanilla'])}). Drafting alone costs "
+            f"{split['draft'] / one_token:.0%} of a one-token pass here, where each drafter call pays a fixed "
+            f"per-operation cost on the CPU; verifying the tree costs {split['verify'] / one_token:.2f} one-token "
+            f"passes, so even free drafting would give at most {_num(mal)} x {_num(one_token)} / "
+            f"{_num(split['verify'] + rest)} = {_times(row['undrafted_speedup'])}. "
             "On LlamaGen-XL on a GPU a drafter call is one layer of 36 (about 3 % of a pass) and verifying tens "
             "of tokens costs about one pass, so nearly all of the accepted length survives.")
 
@@ -239,10 +266,13 @@ def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int,
         "accepts more drafts and runs faster, at some cost in fidelity; **k** caps how many neighbours "
         f"are eligible. Current setting: delta = {request.delta:g}, k = {request.k}, {request.lantern_variant} "
         f"variant, lambda = {request.lantern_lambda:g}.",
+        relaxed_alternative_sentence(),
     ]
     if lanes:
-        parts += ["**The last run in numbers:**", "\n".join(_run_table(lanes)), _clocks(lanes, wall_ms)]
-        parts += [sentence for sentence in [_cost_sentence(lanes)] if sentence]
+        rows = summary(lanes)  # the numbers the panels' counters show, so that both say the same
+        parts += ["**The last run in numbers** (MAL: tokens kept per target pass):", "\n".join(_run_table(lanes, rows)),
+                  _clocks(rows, wall_ms)]
+        parts += [sentence for sentence in [_cost_sentence(rows)] if sentence]
     return "\n\n".join(parts)
 
 

@@ -10,7 +10,7 @@ from app import handlers, text
 from app.controls import DEFAULTS, Panels, method_controls, race_controls, racing_panels
 from app.frontier_view import frontier_chart
 from app.outputs import ComparisonOutputs, LoadOutputs
-from app.request import ALTERNATIVE_RELAXED, DEFAULT_METHODS, PANELS, CompareRequest, api_parameters
+from app.request import ALTERNATIVE_RELAXED, LANTERN_PANEL, PANELS, CompareRequest, api_parameters
 from app.runtime import Runtime
 from app.whatif_view import ELEMENT_ID
 from engine.loading.embedded import VQ as EMBEDDED_VQ
@@ -33,6 +33,19 @@ CSS = """
 body.comparing #results { opacity: 0.35; filter: grayscale(1); transition: opacity 0.2s; }
 body.comparing #results::before { content: "Previous run: these update when the run above finishes.";
                                   font-weight: 600; }
+/* A refused input or a failed run is told once, in the toast. Gradio would also lay an "Error" badge
+   over every output of the event, hiding the previous results, which stay valid. */
+[data-testid="status-tracker"]:has(> .error) { display: none !important; }
+@media (min-width: 1024px) {
+  /* A wide page: the settings' column and the race side by side, and the folded settings, open,
+     under both, their groups side by side, instead of a tall narrow column beside blank space. The
+     settings' column dissolves into the top row's grid so that the accordion can span it. */
+  #top { display: grid; grid-template-columns: minmax(260px, 1fr) minmax(0, 4fr); align-items: start; }
+  #settings { display: contents; }
+  #settings > * { grid-column: 1; }
+  #race { grid-column: 2; grid-row: 1; }
+  #settings > #more-settings { grid-column: 1 / -1; }
+}
 @media (max-width: 640px) {
   /* A phone: the race first, its three panels side by side, the settings below it. */
   #intro p { font-size: 0.85em; display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical;
@@ -50,6 +63,22 @@ body.comparing #results::before { content: "Previous run: these update when the 
   #panel-methods > .column { min-width: 0 !important; width: 100% !important; }
   #panel-methods [data-testid="block-info"] { display: none; }
   #panels .time-split { font-size: 0.65em !important; }
+  /* Tables would be wider than the phone: each row becomes a card, a grid of four cells a line (three
+     for rows of six), the header row a card like the others so that each column's name stands over its
+     values. The inspector's list of credited codes and the lesson's method names take a line of their
+     own. */
+  #top table, #results table, #top thead, #results thead, #top tbody, #results tbody {
+    display: block; width: 100%; padding: 0; border: 0; margin: 0; }
+  #top tr, #results tr { display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); margin: 0 0 6px;
+                         padding: 0; border: 1px solid var(--border-color-primary); border-radius: var(--radius-sm); }
+  #top td, #top th, #results td, #results th { min-width: 0 !important; white-space: normal !important;
+                                               overflow-wrap: normal; border: 0; margin: 0; padding: 4px 6px; }
+  #detail td:last-child, #detail th:last-child, #teaching td:first-child, #teaching th:first-child {
+    grid-column: 1 / -1; overflow-wrap: anywhere; }
+  #teaching td:first-child { font-weight: 600; }
+  #top tr:has(> :nth-child(6)), #results tr:has(> :nth-child(6)) { grid-template-columns: repeat(3, minmax(0, 1fr)); }
+  /* The what-if view's words over its chart, each the phone's width, rather than two slivers. */
+  #whatif-box .row { flex-direction: column; }
 }
 """
 LEGEND = ('<div class="legend" style="font-size:0.85em">Each panel: the picture (click a token to inspect it), '
@@ -128,7 +157,8 @@ def _whatif_view() -> tuple:
     with gr.Accordion("What delta and k do with the last run's drafts (no new decode)", open=True,
                       elem_id="whatif-box"):
         with gr.Row(equal_height=False):
-            words = gr.HTML(handlers.whatif_html(None, handlers.WHATIF_WAITING), elem_id=ELEMENT_ID)
+            words = gr.HTML(handlers.whatif_html(None, handlers.WHATIF_WAITING), elem_id=ELEMENT_ID,
+                            label="What-if")
             chart = gr.Plot(label="Drafts kept against delta", elem_id="whatif-plot", show_label=False)
     return words, chart
 
@@ -239,7 +269,7 @@ def _wire_whatif(controls: dict, outputs: ComparisonOutputs) -> None:
 def swap_label(method: str) -> str:
     """The swap button's words: what a click puts in the last panel."""
     if method == ALTERNATIVE_RELAXED:
-        return f"Swap {METHODS[DEFAULT_METHODS[-1]].title} back in"
+        return f"Swap {METHODS[LANTERN_PANEL].title} back in"
     return f"Swap in {METHODS[ALTERNATIVE_RELAXED].title} (keeps vanilla's pictures)"
 
 

@@ -214,3 +214,110 @@ def test_the_whatif_view_answers_the_delta_slider_without_a_decode(page_url, bro
     page.wait_for_function(f"document.querySelector('#detail').innerText.includes('(step {last - 1})')",
                            timeout=10_000)
     page.close()
+
+
+def _settled(page) -> None:
+    """Waits until the page's height holds for a second: the start-up comparison has filled it in."""
+    page.wait_for_function("(() => { const h = document.documentElement.scrollHeight;"
+                           " const same = h === window.__settledHeight; window.__settledHeight = h;"
+                           " return same; })()", polling=1000, timeout=300_000)
+
+
+def test_more_settings_open_under_the_race_not_in_a_tall_column(page_url, browser):
+    url, _ = page_url
+    SHOTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1600, "height": 1200})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
+    _settled(page)
+    closed = page.evaluate("document.documentElement.scrollHeight")
+    page.click("#more-settings .label-wrap")
+    page.wait_for_selector("#lambda-slider", state="visible")
+    _settled(page)
+    opened = page.evaluate("document.documentElement.scrollHeight")
+    page.screenshot(path=str(SHOTS / "8_more_settings.png"), full_page=True)
+    # Measured at 1600x1200: open in the settings' narrow column, the folded settings grew the page
+    # by about 1,800 px; spread under the race, their groups side by side, by about 550.
+    assert opened - closed <= 700, f"opening More settings grew the page from {closed} to {opened} px"
+    groups = [page.locator(f"#{name}").bounding_box() for name in ("lambda-slider", "cool-w-slider", "sjd-init")]
+    assert len({round(box["x"]) for box in groups}) == 3 and max(b["y"] for b in groups) < min(
+        b["y"] + b["height"] for b in groups), groups  # side by side
+    page.close()
+
+
+# Elements past the viewport's right edge, unless a box that scrolls sideways holds them.
+_PAST_THE_EDGE_JS = """() => {
+    const scrolled = e => { for (let p = e.parentElement; p && p !== document.body; p = p.parentElement)
+        if (['auto', 'scroll'].includes(getComputedStyle(p).overflowX)) return true; return false; };
+    return [...document.querySelectorAll('body *')].filter(e => {
+        const box = e.getBoundingClientRect();
+        return box.width > 0 && box.right > innerWidth + 0.5 && !scrolled(e);
+    }).map(e => `${e.tagName}#${e.id}.${e.className.baseVal ?? e.className}`).slice(0, 10);
+}"""
+# Tables wider than the screen, or scrolling inside their own box.
+_WIDE_TABLES_JS = """() => [...document.querySelectorAll('table')].filter(t => t.checkVisibility()).filter(t => {
+    const box = t.getBoundingClientRect();
+    return box.right > innerWidth + 0.5 || t.scrollWidth > Math.ceil(box.width) + 1;
+}).map(t => [t.closest('[id]')?.id, t.scrollWidth, Math.round(t.getBoundingClientRect().right)])"""
+# Plots whose toolbar covers their title, and tree codes cut at the plot's edge.
+_COVERED_TITLES_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => {
+    const bar = p.querySelector('.modebar'), title = p.querySelector('.gtitle');
+    if (!bar || !title || !title.textContent) return false;
+    const a = bar.getBoundingClientRect(), b = title.getBoundingClientRect();
+    return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+}).map(p => p.closest('[id]')?.id)"""
+_CUT_CODES_JS = """() => {
+    const svg = document.querySelector('#tree-plot .main-svg').getBoundingClientRect();
+    return [...document.querySelectorAll('#tree-plot .textpoint text')].filter(t => {
+        const box = t.getBoundingClientRect(); return box.right > svg.right || box.left < svg.left;
+    }).map(t => t.textContent);
+}"""
+
+
+def test_a_phone_shows_the_whole_page_after_a_run(page_url, browser):
+    url, _ = page_url
+    SHOTS.mkdir(exist_ok=True)
+    # A touch screen, on which Plotly shows its toolbar at all times, not on hover.
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
+    before = _image_sources(page)
+    page.click("#run-button")
+    page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=120_000)
+    page.wait_for_function("!document.body.classList.contains('comparing')", timeout=300_000)
+    page.wait_for_selector("#detail table", timeout=30_000)
+    _settled(page)
+    page.screenshot(path=str(SHOTS / "9_phone_touch_after_run.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.evaluate(_PAST_THE_EDGE_JS) == []
+    assert page.evaluate(_WIDE_TABLES_JS) == []
+    assert page.evaluate(_COVERED_TITLES_JS) == []
+    assert page.evaluate(_CUT_CODES_JS) == []
+    # Both tabs under the plots show in the tab bar, none folded into a "More tabs" menu.
+    tabs = page.evaluate("[...document.querySelectorAll('#results [role=tab]')].filter(t => t.checkVisibility())"
+                         ".map(t => t.getBoundingClientRect().right)")
+    assert len(tabs) == 2 and max(tabs) <= 390, tabs
+    page.close()
+
+
+def test_a_refused_input_is_told_once_and_leaves_the_outputs_uncovered(page_url, browser):
+    url, _ = page_url
+    page = browser.new_page(viewport={"width": 1600, "height": 1200})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
+    before = _image_sources(page)
+    seed = page.get_by_label("Seed")
+    seed.fill("-1")
+    seed.press("Enter")
+    page.click("#run-button")
+    toast = page.locator("[data-testid=toast-body]")
+    toast.wait_for(timeout=30_000)
+    assert "seed -1 is out of range" in toast.inner_text()
+    page.wait_for_timeout(500)  # the outputs' trackers have had the error
+    page.screenshot(path=str(SHOTS / "10_refused_input.png"))
+    badges = page.evaluate("[...document.querySelectorAll('[data-testid=status-tracker]')]"
+                           ".filter(e => e.checkVisibility() && e.innerText.includes('Error'))"
+                           ".map(e => e.closest('[id]')?.id)")
+    assert badges == [], f"Error badges over {badges}"
+    assert _image_sources(page) == before  # the previous run's pictures stay, uncovered
+    page.close()

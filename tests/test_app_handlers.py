@@ -106,7 +106,7 @@ def test_clicking_a_token_inspects_it(runtime):
     out = ComparisonOutputs.unflatten(handlers.select(runtime, state, 1, x=200, y=10))
     assert out.inspect_panel == 1 and "row 0, column 3" in out.detail
     step = handlers.render.step_of_position(state.lanes[1].traces, 3)[0]
-    assert out.scrubber == step and f"(step {step})" in out.detail  # the slider follows the token
+    assert out.scrubber["value"] == step and f"(step {step})" in out.detail  # the slider follows the token
     assert out.length_plot.layout.shapes[0].x0 == step
     assert out.latent_plot.data[0].name == "codebook"
     assert all(isinstance(image, SKIP) for image in out.images)
@@ -235,9 +235,11 @@ def test_cool_sd_runs_in_a_panel_with_its_settings_and_explains_its_time(runtime
 
 
 def test_the_default_panels_are_vanilla_eagle2_and_lantern_as_the_mode_runs_it():
-    assert CompareRequest().methods == ("vanilla", "eagle2", "lantern")
+    assert CompareRequest().methods == ("vanilla", "eagle2", "lantern_static")  # what runs when sampling
     assert CompareRequest().panel_methods() == ["vanilla", "eagle2", "lantern_static"]  # sampling by default
-    assert CompareRequest(temperature=0.0).panel_methods() == ["vanilla", "eagle2", "lantern"]
+    # Asked for at temperature 0, the explorer's LANTERN runs its dynamic tree (the menus follow the mode).
+    assert CompareRequest(temperature=0.0, methods=("vanilla", "eagle2", "lantern")).panel_methods()[-1] == "lantern"
+    assert handlers.follow_mode(0.0, list(CompareRequest().methods)) == ["vanilla", "eagle2", "lantern"]
 
 
 def test_a_menu_choice_names_what_runs_and_the_swap_button_trades_lantern_for_cool_sd():

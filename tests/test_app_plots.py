@@ -207,3 +207,41 @@ def test_panels_follow_the_mode_both_ways():
     assert handlers.follow_mode(0.0, ["vanilla", "eagle2", "lantern_static"]) == ["vanilla", "eagle2", "lantern"]
     assert CompareRequest(temperature=1.0, methods=("lantern",)).panel_methods() == ["lantern_static"]
     assert CompareRequest(temperature=0.0, methods=("lantern_static",)).panel_methods() == ["lantern_static"]
+
+
+FRONTIER = {"vanilla": {"class_accuracy_ci": [0.8, 0.95]},
+            "series": [{"label": "LANTERN", "knob": "delta",
+                        "points": [{"delta": 0.1, "speedup": 1.4, "mal": 1.8, "class_accuracy": 0.9,
+                                    "class_accuracy_ci": [0.8, 0.96]}]}]}
+
+
+def test_titles_sit_under_the_toolbar_not_beside_it(lanes):
+    """A touch screen shows Plotly's toolbar at all times over a figure's top right corner: every
+    figure's title is placed under the toolbar's row, and the axes under the title."""
+    series = [(lane.title, [t.accepted_length for t in lane.traces[1:]]) for lane in lanes]
+    coords = np.random.default_rng(0).normal(size=(TINY_GPT.vocab_size, 2))
+    tree = max(lanes[1].traces[1:], key=lambda t: len(t.tree_tokens))
+    figures = [plots.accepted_length_figure(series), plots.latent_figure(coords, "PCA"), plots.tree_figure(tree),
+               plots.tradeoff_figure(SWEEP["points"], 0.2, 64, "LANTERN, sampling<br><sup>size: k</sup>"),
+               plots.frontier_figure(FRONTIER, "Relaxed rules, sampling")]
+    for fig in figures:
+        title, lines = fig.layout.title, fig.layout.title.text.count("<br>") + 1
+        assert (title.yref, title.y, title.yanchor) == ("container", 1, "top"), title.text
+        # Plotly lifts a title of several lines: its first line still clears the toolbar's row ...
+        assert title.pad.t - (lines - 1) * plots.TITLE_LIFT >= plots.MODEBAR_HEIGHT, title.text
+        # ... and its last one the axes.
+        assert fig.layout.margin.t >= plots.MODEBAR_HEIGHT + lines * plots.TITLE_LINE, title.text
+        # The toolbar keeps to one row on a phone's chart: no selection tools, for charts that select nothing.
+        assert {"select2d", "lasso2d"} <= set(fig.layout.modebar.remove)
+
+
+def test_a_draft_trees_deepest_codes_fit_beside_their_nodes(lanes):
+    trace = lanes[0].traces[1]
+    tokens = np.array([7, 4095, 16383, 12, 16000])  # five digits at the deepest level: LlamaGen's codebook
+    chain = dataclasses.replace(trace, tree_tokens=tokens, tree_parents=np.arange(-1, 4), tree_depths=np.arange(5),
+                                tree_q=np.ones(5), verdicts=[])
+    fig = plots.tree_figure(chain)
+    nodes = fig.data[1]
+    # The deepest node's code is written right of it, past the axes: drawn there, in a margin that holds it.
+    assert nodes.textposition == "middle right" and nodes.cliponaxis is False
+    assert fig.layout.margin.r >= plots.label_reach(5) >= plots.NODE_SIZE / 2 + 5 * 0.6 * plots.NODE_LABEL_SIZE

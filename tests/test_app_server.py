@@ -67,7 +67,7 @@ def test_default_compare_streams_then_returns_three_images_and_statistics(server
 @pytest.mark.parametrize("arguments, named", [
     ({"delta": 1.5}, "delta 1.5 is out of range; allowed: 0 to 1"),
     ({"temperature": -1}, "temperature -1 is out of range; allowed: 0 (greedy) to 2"),
-    ({"k": 5000}, "k 5000 is out of range; allowed: 1 to 4095"),
+    ({"k": 5000}, "k 5000 is out of range; allowed: 1 to 2048"),  # the slider's top, K_SLIDER_MAX
     ({"seed": -3}, "seed -3 is out of range; allowed: 0 or more"),
     ({"class_name": "dragon"}, "unknown class 'dragon'; allowed: a class index or one of smiley, heart"),
     ({"method_2": "warp"}, "unknown method 'warp'; allowed: vanilla"),

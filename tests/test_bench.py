@@ -10,9 +10,11 @@ import torch
 from engine.commands.bench import format_table, run_methods, run_repeats, summarise
 from engine.commands.sweep import run_sweep, write_sweep
 from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
+from engine.core.trace import StepTrace
 from engine.drafters.eagle_net import EagleNet
 from engine.evaluation.classifier import Classifier, ClassifierConfig
 from engine.evaluation.quality import fid_interval, fid_proxy
+from engine.evaluation.speed import pass_split
 from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT
 
@@ -112,6 +114,8 @@ def test_repeats_give_median_min_max_and_a_step_cost_split(tiny_model):
         assert step["other"] >= 0.0  # the timed parts lie inside each image's wall time
         assert math.isclose(step["draft"] + step["verify"] + step["accept"] + step["other"], step["wall"])
     assert results["vanilla"]["speedup_per_repeat"] == [1.0, 1.0, 1.0]
+    # Vanilla drafts nothing: no drafting part, and drafting free leaves its speed-up where it is.
+    assert results["vanilla"]["ms_per_step"]["draft"] == 0.0 and results["vanilla"]["undrafted_speedup"] == 1.0
     one_token = results["vanilla"]["ms_per_step"]["wall"]
     for r in results.values():  # with drafting free: MAL over a pass's verifying, accepting and rest
         step = r["ms_per_step"]
@@ -120,6 +124,22 @@ def test_repeats_give_median_min_max_and_a_step_cost_split(tiny_model):
     table = format_table(results)
     assert "sp/MAL" in table and "no-draft" in table and "other" in table and "[" in table
     json.dumps(results)
+
+
+def _step(drafted: int, draft_ms: float) -> StepTrace:
+    """A pass that drafted `drafted` tokens in `draft_ms`, verified in 2 ms and accepted in 1 ms."""
+    tree = np.arange(drafted + 1)
+    return StepTrace(0, tree, tree - 1, tree, np.ones(drafted + 1), [], [], [0], [0], [False], [],
+                     draft_ms=draft_ms, verify_ms=2.0, accept_ms=1.0)
+
+
+def test_a_pass_splits_into_drafting_only_where_something_was_drafted():
+    drafting = pass_split([_step(3, 0.5), _step(0, 0.1)], wall_ms=10.0)
+    assert {part: round(ms, 6) for part, ms in drafting.items()} == {"draft": 0.3, "verify": 2.0, "accept": 1.0,
+                                                                    "other": 1.7, "wall": 5.0}
+    # The loop still asks an empty drafter, and times it: that time is the rest of the loop's.
+    undrafted = pass_split([_step(0, 0.5), _step(0, 0.1)], wall_ms=10.0)
+    assert undrafted["draft"] == 0.0 and math.isclose(undrafted["other"], 2.0) and undrafted["wall"] == 5.0
 
 
 def test_repeats_that_disagree_are_flagged_and_bad_counts_refused(tiny_model):

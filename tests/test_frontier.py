@@ -5,10 +5,11 @@ import json
 import pytest
 
 from app import frontier_view, shipped, text
-from app.request import RELAXED_DEFAULTS, CompareRequest
+from app.request import ALTERNATIVE_RELAXED, RELAXED_DEFAULTS, CompareRequest
 from engine.commands.frontier import SERIES, Series, fastest_inside_vanilla, inside_vanilla, run_frontier, series_for
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.methods import MethodOptions, get_method
+from engine.model.matmul import cpu_model
 from tests.test_bench import tiny_classifier
 
 SAMPLING = SamplingConfig(temperature=1.0, seed=5)
@@ -32,6 +33,7 @@ def test_a_frontier_is_measured_point_by_point_and_read_back(tiny_eagle, tmp_pat
                             speed_images=1)
     assert [s["label"] for s in frontier["series"]] == ["COOL-SD", "LANTERN (paper)"]
     assert frontier["config"]["n_images"] == 2 and frontier["config"]["speed_images"] == 1
+    assert frontier["config"]["cpu"] == cpu_model()  # the machine that timed it, which the caption names
     cool = frontier["series"][0]["points"]
     assert [p["cool_w"] for p in cool] == [1.0, 4.0]
     assert all(key in p for p in cool for key in ("speedup", "mal", "class_accuracy", "low_p_share", "low_p_share_ci"))
@@ -102,12 +104,12 @@ def test_chain_costs_model_each_depth_from_measured_parts(tiny_eagle):
     assert acceptance_by_depth([]).shape == (0,)
 
 
-def test_the_relaxed_panel_starts_on_the_shipped_frontiers_fastest_point_inside_vanilla():
+def test_the_relaxed_alternative_starts_on_the_shipped_frontiers_fastest_point_inside_vanilla():
     series, point = fastest_inside_vanilla(shipped.load_frontier(greedy=False))
     request = CompareRequest()
     assert not request.sampling().greedy  # the page opens in the frontier's mode
-    assert request.panel_methods()[-1] == series["method"]
+    assert ALTERNATIVE_RELAXED == series["method"]
     chosen = {**series["fixed"], series["knob"]: point[series["knob"]]}
     assert {name: getattr(request.options(), name) for name in chosen} == chosen
     assert RELAXED_DEFAULTS == chosen
-    assert get_method(series["method"]).title in text.relaxed_default_sentence()
+    assert f"When to reach for {get_method(series['method']).title}" in text.relaxed_alternative_sentence()

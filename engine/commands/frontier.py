@@ -21,6 +21,7 @@ from engine.evaluation.quality import load_classifier
 from engine.evaluation.speed import BASELINE
 from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
+from engine.model.matmul import cpu_model
 
 # The quality measures a frontier chart can put against speed-up: key, interval key, axis title.
 QUALITY_MEASURES = (("class_accuracy", "class_accuracy_ci", "class accuracy"),
@@ -104,8 +105,10 @@ def run_frontier(model: ImageModel, sampling: SamplingConfig, n_images: int, bas
             points.append({item.knob: value, **{key: results[item.method][key] for key in SWEEP_FIELDS}})
         out.append({"label": item.label, "method": item.method, "knob": item.knob, "fixed": item.fixed,
                     "points": points})
+    # The CPU sets the speed-ups (README, "The CPU sets the ratios"): the explorer's caption names it.
     return {"config": {"n_images": n_images, "speed_images": speed_images, "temperature": sampling.temperature,
-                       "cfg": sampling.cfg_scale, "seed": sampling.seed, "tree": dataclasses.asdict(base.tree)},
+                       "cfg": sampling.cfg_scale, "seed": sampling.seed, "tree": dataclasses.asdict(base.tree),
+                       "cpu": cpu_model()},
             "vanilla": {key: reference[key] for key in SWEEP_FIELDS}, "series": out}
 
 

@@ -33,9 +33,14 @@ PASS_PARTS = ("draft", "verify", "accept")  # the timers every StepTrace carries
 def pass_split(steps: Sequence[StepTrace], wall_ms: float) -> dict[str, float]:
     """Mean ms per target pass over `steps`: the draft, verify and accept timers, and `other`, the
     rest of `wall_ms` (prefill, setup, cache bookkeeping, traces) spread over the same passes, so
-    that the parts times the passes add up to `wall_ms`. `wall` is their sum."""
+    that the parts times the passes add up to `wall_ms`. `wall` is their sum.
+
+    Steps that drafted nothing (vanilla's) have no drafting: their draft timer only measures the loop
+    asking an empty drafter, so it counts as `other`, and their undrafted_speedup is their speed-up."""
     passes = max(1, len(steps))
-    parts = {part: sum(getattr(t, f"{part}_ms") for t in steps) / passes for part in PASS_PARTS}
+    drafting = any(t.drafted for t in steps)
+    parts = {part: sum(getattr(t, f"{part}_ms") for t in steps) / passes if drafting or part != "draft" else 0.0
+             for part in PASS_PARTS}
     wall = wall_ms / passes
     return {**parts, "other": wall - sum(parts.values()), "wall": wall}
 
