@@ -1,12 +1,12 @@
 """The frontier tab: every relaxed rule's speed-up against quality along its own knob, in the mode
-the temperature sets, from the shipped frontier file (engine.commands.frontier)."""
+the temperature sets, from the shipped frontier file (python -m engine frontier)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from app import plots
 from app.shipped import SweepFormatError, frontier_path, load_frontier
-from engine.commands.frontier import fastest_inside_vanilla
+from engine import fastest_inside_vanilla
 from engine.core.config import SamplingConfig
 from engine.loading.embedded import ASSETS
 from engine.model.matmul import cpu_model

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.commands.generate import stream
+from engine import stream
 from engine.core.config import SamplingConfig
 from engine.core.trace import StepTrace, mean_accepted_length
 from engine.evaluation.speed import BASELINE, pass_split, speedup, undrafted_speedup

@@ -90,7 +90,7 @@ def frontier_path(greedy: bool, assets: Path = ASSETS) -> Path:
 
 
 def load_frontier(greedy: bool, assets: Path = ASSETS) -> dict | None:
-    """The shipped frontier of that mode (engine.commands.frontier's layout), or None when none is
+    """The shipped frontier of that mode (as `python -m engine frontier` writes it), or None when none is
     shipped; a file without its series or vanilla reference is a SweepFormatError."""
     path = frontier_path(greedy, assets)
     if not path.exists():

@@ -217,7 +217,10 @@ def test_the_whatif_view_answers_the_delta_slider_without_a_decode(page_url, bro
 
 
 def _settled(page) -> None:
-    """Waits until the page's height holds for a second: the start-up comparison has filled it in."""
+    """Waits until the three panels are done and the page's height then holds for a second: what the
+    comparison fills in below them has come."""
+    page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#stats-${i}`)?.innerText.includes('done'))",
+                           timeout=300_000)
     page.wait_for_function("(() => { const h = document.documentElement.scrollHeight;"
                            " const same = h === window.__settledHeight; window.__settledHeight = h;"
                            " return same; })()", polling=1000, timeout=300_000)
@@ -235,6 +238,7 @@ def test_more_settings_open_under_the_race_not_in_a_tall_column(page_url, browse
     page.wait_for_selector("#lambda-slider", state="visible")
     _settled(page)
     opened = page.evaluate("document.documentElement.scrollHeight")
+    print(f"page height at 1600x1200: {closed} px, {opened} px with More settings open")
     page.screenshot(path=str(SHOTS / "8_more_settings.png"), full_page=True)
     # Measured at 1600x1200: open in the settings' narrow column, the folded settings grew the page
     # by about 1,800 px; spread under the race, their groups side by side, by about 550.
@@ -305,6 +309,7 @@ def test_a_refused_input_is_told_once_and_leaves_the_outputs_uncovered(page_url,
     page = browser.new_page(viewport={"width": 1600, "height": 1200})
     page.goto(url, wait_until="domcontentloaded")
     page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
+    _settled(page)
     before = _image_sources(page)
     seed = page.get_by_label("Seed")
     seed.fill("-1")

@@ -9,9 +9,9 @@ import torch
 from app.lanes import interleave, lane_speedup, run_to_end, summary
 from app.request import RELAXED_DEFAULTS, CompareRequest
 from app.runtime import Runtime, usable_methods
-from engine.commands.generate import generate
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.drafters.eagle_net import EagleNet
+from engine.generation import generate
 from engine.methods import MethodOptions
 from tests.conftest import TINY_GPT
 

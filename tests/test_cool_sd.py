@@ -120,8 +120,8 @@ def test_the_exact_rule_stays_exact_on_truncated_drafts():
 
 
 def test_greedy_cool_sd_at_w_one_draws_vanillas_picture_token_for_token(tiny_eagle):
-    from engine.commands.generate import generate
     from engine.core.config import SamplingConfig
+    from engine.generation import generate
     from engine.methods import MethodOptions
 
     greedy = SamplingConfig(temperature=0.0)

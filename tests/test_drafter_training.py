@@ -5,9 +5,9 @@ import dataclasses
 import pytest
 import torch
 
-from engine.commands.generate import generate
 from engine.core.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet, load_eagle_net
+from engine.generation import generate
 from engine.loading.embedded import EAGLE_FILE, load_embedded_drafters
 from engine.model.weights import save_model
 from engine.train.agreement import agreement

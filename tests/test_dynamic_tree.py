@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.commands.generate import generate
 from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.drafters.eagle import EagleDrafter
+from engine.generation import generate
 from engine.methods import MethodOptions
 from engine.rules.acceptance import ExactRule
 from engine.rules.lantern import DeltaBound, lantern_rule

@@ -116,8 +116,8 @@ def test_the_drafter_drafts_with_what_training_showed_it(above):
 @pytest.mark.parametrize("method", ["lantern", "lantern_static"])
 def test_a_drafter_reading_the_token_above_drafts_at_most_one_grid_row_ahead(tiny_model, method):
     """Deeper than a row, the token above a draft is itself undrafted: the tree stops there."""
-    from engine.commands.generate import stream
     from engine.drafters.static_tree import chain
+    from engine.generation import stream
     from engine.methods import MethodOptions
 
     tiny_model.drafters["eagle"] = EagleNet(TINY_GPT, above=True).eval()

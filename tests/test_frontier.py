@@ -6,8 +6,9 @@ import pytest
 
 from app import frontier_view, shipped, text
 from app.request import ALTERNATIVE_RELAXED, RELAXED_DEFAULTS, CompareRequest
-from engine.commands.frontier import SERIES, Series, fastest_inside_vanilla, inside_vanilla, run_frontier, series_for
+from engine.commands.frontier import SERIES, Series, run_frontier, series_for
 from engine.core.config import InvalidInput, SamplingConfig
+from engine.evaluation.quality import fastest_inside_vanilla, inside_vanilla
 from engine.methods import MethodOptions, get_method
 from engine.model.matmul import cpu_model
 from tests.test_bench import tiny_classifier

@@ -6,7 +6,7 @@ from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
 # Bottom to top, as README's Architecture section lists them.
-LAYERS = ["core", "model", "data", "rules", "drafters", "loop", "loading", "methods", "evaluation",
+LAYERS = ["core", "model", "data", "rules", "drafters", "loop", "loading", "methods", "generation", "evaluation",
           "commands", "train", "__main__"]
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.commands.generate import generate
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.drafters.jacobi import JacobiDrafter
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, StaticTreeDrafter, chain, parse_choices
+from engine.generation import generate
 from engine.loop.decode import decode
 from engine.methods import MethodOptions, get_method
 from engine.model.gpt import GPT, GPTConfig

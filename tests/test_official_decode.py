@@ -3,8 +3,8 @@ recomputes every step from the raw state dict (no cache, no engine modules)."""
 import torch
 import torch.nn.functional as F
 
-from engine.commands.generate import generate
 from engine.core.config import SamplingConfig
+from engine.generation import generate
 from engine.loading.image_model import ImageModel
 from engine.loading.official import load_llamagen_gpt
 from engine.loading.t2i import PromptTarget

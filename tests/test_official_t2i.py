@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.commands.generate import generate
 from engine.core.config import SamplingConfig
+from engine.generation import generate
 from engine.loading.load import load_model
 from engine.loading.t2i import TextImageModel
 from tests.official_files import WORDS

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from engine.commands.generate import generate, stream
 from engine.core.config import InvalidInput, SamplingConfig
+from engine.generation import generate, stream
 from engine.loop.rejudge import rejudge
 from engine.methods import MethodOptions, bound_rule
 from engine.rules.acceptance import ExactRule

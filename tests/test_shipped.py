@@ -83,8 +83,8 @@ def test_missing_weight_file_is_reported_with_its_path(tmp_path):
 
 
 def test_shipped_model_generates_reproducibly():
-    from engine.commands.generate import generate
     from engine.core.config import SamplingConfig
+    from engine.generation import generate
 
     model = load_embedded()
     first = generate(model, "vanilla", SamplingConfig(temperature=1.0, seed=11), "smiley")
@@ -96,8 +96,8 @@ def test_shipped_model_generates_reproducibly():
 def test_greedy_eagle2_on_the_shipped_model_is_vanilla_token_for_token(dtype):
     """On the 16-layer model, near-ties come early: with bfloat16 products and float32 attention
     these two pictures part from vanilla at tokens 18 and 7."""
-    from engine.commands.generate import generate
     from engine.core.config import SamplingConfig
+    from engine.generation import generate
     from engine.loading.load import load_model
 
     model = load_model(dtype=dtype)

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.commands.generate import generate
 from engine.core.config import SamplingConfig, TreeConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
+from engine.generation import generate
 from engine.methods import MethodOptions
 from engine.model.gpt import GPTConfig
 from tests.conftest import TINY_GPT, tiny_gpt

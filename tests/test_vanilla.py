@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.commands.generate import generate, tokens_to_image
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.core.sampling import combine_cfg, filter_top_k_top_p, nucleus
+from engine.generation import generate, tokens_to_image
 
 
 def naive_greedy(model, class_id: int, cfg_scale: float) -> list[int]:

@@ -14,7 +14,6 @@ import statistics
 
 import numpy as np
 
-from engine.commands.generate import Generation, generate
 from engine.core.config import SamplingConfig, check_count
 from engine.core.trace import mean_accepted_length
 from engine.evaluation.quality import (
@@ -28,6 +27,7 @@ from engine.evaluation.quality import (
     target_token_logp,
 )
 from engine.evaluation.speed import BASELINE, median_speedup, pass_split, undrafted_speedup
+from engine.generation import Generation, generate
 from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
 

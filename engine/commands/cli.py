@@ -33,7 +33,7 @@ def _load_model(args) -> ImageModel:
 
 
 def cmd_generate(args) -> None:
-    from engine.commands.generate import generate, tokens_to_image
+    from engine.generation import generate, tokens_to_image
 
     model = _load_model(args)
     result = generate(model, args.method, sampling_config(args), args.class_id, method_options(args))
@@ -133,7 +133,8 @@ def cmd_chain_cost(args) -> None:
 def cmd_frontier(args) -> None:
     from tqdm import tqdm
 
-    from engine.commands.frontier import fastest_inside_vanilla, run_frontier, series_for
+    from engine.commands.frontier import run_frontier, series_for
+    from engine.evaluation.quality import fastest_inside_vanilla
 
     check_count("n-images", args.n_images)
     sampling = sampling_config(args)
@@ -161,7 +162,7 @@ def cmd_samples(args) -> None:
     row's seeds running from --seed; the class names written at the left."""
     from PIL import Image, ImageDraw
 
-    from engine.commands.generate import generate, tokens_to_image
+    from engine.generation import generate, tokens_to_image
 
     check_count("per class", args.per_class)
     model = _load_model(args)

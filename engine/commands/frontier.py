@@ -23,12 +23,6 @@ from engine.loading.image_model import ImageModel
 from engine.methods import MethodOptions, get_method
 from engine.model.matmul import cpu_model
 
-# The quality measures a frontier chart can put against speed-up: key, interval key, axis title.
-QUALITY_MEASURES = (("class_accuracy", "class_accuracy_ci", "class accuracy"),
-                    ("fid_proxy", "fid_proxy_ci", "fid_proxy (lower is better)"),
-                    ("low_p_share", "low_p_share_ci", "share of tokens with p < 1e-4"),
-                    ("logp_gap", "logp_gap_ci", "log p per token vs vanilla"))
-
 
 @dataclass(frozen=True)
 class Series:
@@ -110,21 +104,3 @@ def run_frontier(model: ImageModel, sampling: SamplingConfig, n_images: int, bas
                        "cfg": sampling.cfg_scale, "seed": sampling.seed, "tree": dataclasses.asdict(base.tree),
                        "cpu": cpu_model()},
             "vanilla": {key: reference[key] for key in SWEEP_FIELDS}, "series": out}
-
-
-def inside_vanilla(point: dict, vanilla: dict) -> bool:
-    """Whether a point's quality lies inside vanilla's 95 % intervals on class accuracy, fid_proxy
-    and the low-p share (each measure the point and vanilla both have)."""
-    for key, interval, _ in QUALITY_MEASURES[:3]:
-        if point.get(key) is None or vanilla.get(interval) is None:
-            continue
-        low, high = vanilla[interval]
-        if not low <= point[key] <= high:
-            return False
-    return True
-
-
-def fastest_inside_vanilla(frontier: dict) -> tuple[dict, dict] | None:
-    """(series, point) of the largest speed-up whose quality stays inside vanilla's intervals."""
-    candidates = [(s, p) for s in frontier["series"] for p in s["points"] if inside_vanilla(p, frontier["vanilla"])]
-    return max(candidates, key=lambda pair: pair[1]["speedup"], default=None)

@@ -126,3 +126,28 @@ def low_p_shares(token_logp: np.ndarray, threshold: float = LOW_P) -> np.ndarray
     """Per image (n,), the share of its tokens to which the target gives probability below
     `threshold`: the odd-coloured specks a relaxed rule lets in, which vanilla rarely draws."""
     return (token_logp < np.log(threshold)).mean(-1)
+
+
+# The quality measures a frontier chart can put against speed-up: key, interval key, axis title.
+QUALITY_MEASURES = (("class_accuracy", "class_accuracy_ci", "class accuracy"),
+                    ("fid_proxy", "fid_proxy_ci", "fid_proxy (lower is better)"),
+                    ("low_p_share", "low_p_share_ci", "share of tokens with p < 1e-4"),
+                    ("logp_gap", "logp_gap_ci", "log p per token vs vanilla"))
+
+
+def inside_vanilla(point: dict, vanilla: dict) -> bool:
+    """Whether a point's quality lies inside vanilla's 95 % intervals on class accuracy, fid_proxy
+    and the low-p share (each measure the point and vanilla both have)."""
+    for key, interval, _ in QUALITY_MEASURES[:3]:
+        if point.get(key) is None or vanilla.get(interval) is None:
+            continue
+        low, high = vanilla[interval]
+        if not low <= point[key] <= high:
+            return False
+    return True
+
+
+def fastest_inside_vanilla(frontier: dict) -> tuple[dict, dict] | None:
+    """(series, point) of the largest speed-up whose quality stays inside vanilla's intervals."""
+    candidates = [(s, p) for s in frontier["series"] for p in s["points"] if inside_vanilla(p, frontier["vanilla"])]
+    return max(candidates, key=lambda pair: pair[1]["speedup"], default=None)
