@@ -326,3 +326,27 @@ def test_a_refused_input_is_told_once_and_leaves_the_outputs_uncovered(page_url,
     assert badges == [], f"Error badges over {badges}"
     assert _image_sources(page) == before  # the previous run's pictures stay, uncovered
     page.close()
+
+
+def _menu(page, index: int) -> str:
+    return page.evaluate(f"document.querySelector('#method-{index} input').value")
+
+
+def test_the_menus_name_what_runs_and_cool_sd_is_one_click_away(page_url, browser):
+    url, _ = page_url
+    page = browser.new_page(viewport={"width": 1600, "height": 1200})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector("#swap-relaxed")
+    assert [_menu(page, i) for i in range(3)] == ["Vanilla", "EAGLE-2", "LANTERN (static tree)"]  # sampling
+    page.click("#swap-relaxed")
+    page.wait_for_function("document.querySelector('#method-2 input').value === 'COOL-SD'", timeout=10_000)
+    page.wait_for_function("document.querySelector('#swap-relaxed').innerText.includes('LANTERN')", timeout=10_000)
+    page.click("#swap-relaxed")
+    page.wait_for_function("document.querySelector('#method-2 input').value === 'LANTERN (static tree)'",
+                           timeout=10_000)
+    # Choosing LANTERN while sampling shows the method that will run.
+    page.locator("#method-2 input").click()
+    page.get_by_role("option", name="LANTERN", exact=True).click()
+    page.wait_for_function("document.querySelector('#method-2 input').value === 'LANTERN (static tree)'",
+                           timeout=10_000)
+    page.close()
