@@ -37,7 +37,7 @@ class CompareRequest:
     class_name: str = DEFAULT_CLASS
     seed: int = SamplingConfig.seed
     # Sampling: greedy decoding draws the same flat picture for every seed of a class on the embedded
-    # model, while sampled images show the class (README, "Measured on this model").
+    # model, while sampled images show the class (docs/benchmarks.md).
     temperature: float = SamplingConfig.temperature
     cfg_scale: float = SamplingConfig.cfg_scale
     top_k: int = SamplingConfig.top_k

@@ -49,7 +49,7 @@ OPTION_RANGES: dict[str, tuple[str, float, float]] = {
 class MethodOptions:
     delta: float = 0.2  # LANTERN's total-variation budget
     # LANTERN's neighbour count: 256 of the embedded model's 4,096 codes is the paper's share (1,000
-    # of 16,384); the shipped sampling sweep measures it against 16, 64 and 1,024 (README).
+    # of 16,384); `python -m engine bench --sweep --ks ...` measures others.
     k: int = 256
     neighbours: str = "l2"  # l2, cosine, or random (the ablation)
     lantern_variant: str = "official"  # official (LANTERN's code) or paper (see engine/rules/lantern.py)

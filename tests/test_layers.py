@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
-# Bottom to top, as README's Architecture section lists them.
+# Bottom to top, as docs/architecture.md lists them.
 LAYERS = ["core", "model", "data", "rules", "drafters", "loop", "loading", "methods", "generation", "evaluation",
           "commands", "train", "__main__"]
 

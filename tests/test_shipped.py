@@ -1,5 +1,7 @@
-"""Checks on the weights shipped in assets/ (slower than the tiny-model tests, still seconds)."""
+"""Checks on the weights and results shipped in assets/ (slower than the tiny-model tests, still seconds)."""
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +12,9 @@ import torch
 
 from engine.data.dataset import CLASS_NAMES, to_tensor_range
 from engine.evaluation.quality import load_classifier, measure
-from engine.loading.embedded import load_embedded, load_embedded_tokenizer, load_held_out_sample
+from engine.loading.embedded import ASSETS, load_embedded, load_embedded_tokenizer, load_held_out_sample
 from tools.probe_confusion import confusion, report
-from tools.readme_tables import render
+from tools.readme_tables import BLOCK, TABLES, fill, marked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,11 +109,43 @@ def test_greedy_eagle2_on_the_shipped_model_is_vanilla_token_for_token(dtype):
         assert np.array_equal(vanilla.tokens, eagle2.tokens), f"class {class_id}"
 
 
-def test_readme_tables_are_the_shipped_results():
+MARKED_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_marked_table_is_the_shipped_results():
+    for page in MARKED_PAGES:
+        text = page.read_text()
+        assert fill(text) == text, f"{page.name} differs; run python -m tools.readme_tables --write {page.name}"
+
+
+def test_every_shipped_table_is_shown_somewhere():
+    shown = [name for page in MARKED_PAGES for name in marked(page.read_text())]
+    assert sorted(set(shown)) == sorted(TABLES), set(TABLES) ^ set(shown)
+    assert {"headline-sampling", "headline-greedy"} <= set(marked((ROOT / "README.md").read_text()))
+
+
+def test_a_stale_table_is_rendered_again_and_an_unknown_one_refused():
+    stale = "before\n<!-- tables: costs -->\n| vanilla | 9.99x |\n<!-- /tables -->\nafter\n"
+    again = fill(stale)
+    assert "9.99x" not in again and TABLES["costs"](ASSETS) in again
+    assert again.startswith("before\n") and again.endswith("<!-- /tables -->\nafter\n")
+    assert fill(again) == again
+    with pytest.raises(KeyError, match="unknown table 'speed'"):
+        fill("<!-- tables: speed -->\n<!-- /tables -->")
+
+
+def test_the_headline_tables_name_the_cpu_their_runs_recorded():
     readme = (ROOT / "README.md").read_text()
-    for table in render():
-        missing = [line for line in table.splitlines() if line not in readme]
-        assert not missing, f"README lacks {missing[:2]}; paste python -m tools.readme_tables into it"
+    for record in ("bench_sampling.json", "bench_greedy.json"):
+        cpu = json.loads((ASSETS / "results" / record).read_text())["config"]["cpu"]
+        assert f"measured on {cpu}," in readme, record
+
+
+def test_no_speedup_is_written_by_hand():
+    """Outside the rendered tables, a figure like 1.23x would be one no shipped run vouches for."""
+    for page in MARKED_PAGES:
+        by_hand = BLOCK.sub("", page.read_text())
+        assert not re.findall(r"\b\d+\.\d+x\b", by_hand), page.name
 
 
 def test_probe_confusion_counts_every_held_out_picture_once():

@@ -16,7 +16,7 @@ import platform
 import statistics
 import time
 
-STATISTICS_OUTPUT = 15  # the `compare` endpoint's statistics output (README, "The API")
+STATISTICS_OUTPUT = 15  # the `compare` endpoint's statistics output (README, "The explorer's API")
 
 
 def compare(client, **values) -> tuple[dict, float]:

@@ -15,8 +15,8 @@ from engine.rules.lantern import VARIANTS
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded",
-                        help="embedded, or an official LlamaGen model such as c2i_B_256 (see the README section "
-                             "on official LlamaGen models)")
+                        help="embedded, or an official LlamaGen model such as c2i_B_256 (docs/official.md: "
+                             "official LlamaGen models)")
     parser.add_argument("--weights-dir", type=Path, default=None,
                         help="folder with the official files under their Hub names (default: the folder "
                              "LANTERN_WEIGHTS_DIR names, else the Hugging Face Hub)")

@@ -99,7 +99,7 @@ def run_frontier(model: ImageModel, sampling: SamplingConfig, n_images: int, bas
             points.append({item.knob: value, **{key: results[item.method][key] for key in SWEEP_FIELDS}})
         out.append({"label": item.label, "method": item.method, "knob": item.knob, "fixed": item.fixed,
                     "points": points})
-    # The CPU sets the speed-ups (README, "The CPU sets the ratios"): the explorer's caption names it.
+    # The CPU sets the speed-ups (docs/cpus.md, "Why the ratios differ"): the explorer's caption names it.
     return {"config": {"n_images": n_images, "speed_images": speed_images, "temperature": sampling.temperature,
                        "cfg": sampling.cfg_scale, "seed": sampling.seed, "tree": dataclasses.asdict(base.tree),
                        "cpu": cpu_model()},

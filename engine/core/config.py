@@ -84,13 +84,9 @@ class TreeConfig:
     memory again and verifying a node is far from free (the paper's GPU setting, a 59-token tree,
     suits hardware where both nearly are): each node ranked by the rule's estimate of being reached
     and accepted, no node expanded below a 0.2 chance, at most 6 levels of 2 children and 7 tokens.
-    Sized by measured cost (greedy, the 8 pictures, one thread, each tree a run against vanilla
-    interleaved image by image; README, "Decoding methods"): LANTERN's greedy rule, which accepts
-    most top drafts, ran at 1.57x / 1.59x / 1.57x (vanilla's summed time over its own) with trees
-    of depth, children and tokens 6-2-7 / 6-2-8 / 6-3-8, and at 1.34-1.48x with 4-2-5, 5-2-6,
-    7-2-8 and 8-2-9; an earlier 16-4-17 ran at 1.07x, its estimates staying above 0.2 for about 16
-    levels of drafter calls a pass while 3.4 drafts were kept. EAGLE-2's exact rule mostly drafts
-    one or two levels, so its trees stay within a few per cent of each other (1.42-1.50x).
+    They were sized by timing trees against vanilla, image by image: deeper trees paid more drafter
+    calls than their extra accepted tokens earned, shallower ones lost accepted tokens, and EAGLE-2's
+    exact rule mostly drafts one or two levels whatever the tree (docs/methods.md, "The dynamic tree").
     """
 
     depth: int = 6

@@ -6,7 +6,7 @@ one picture, and its next-token distributions stay flat inside objects. The eigh
 whose members look alike: on sixteen (adding bird, sea animal, fruit & veg, food, drink, vehicle,
 weather and clothing) a probe trained on real pictures recognised unseen emoji of those eight
 0.80-0.98 of the time and of the other eight 0.00-0.63, so a sample of them could not be recognised
-however well it was drawn (README, "The embedded model").
+however well it was drawn (docs/model.md, "The classes").
 One emoji in eight, chosen by a hash of its code points, is held out in all its styles and tones.
 Each draw places a picture on a white 64 x 64 canvas at a random scale and offset.
 """

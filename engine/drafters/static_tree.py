@@ -28,21 +28,16 @@ def chain(depth: int) -> Choices:
 
 # Each method's own tree, when none is given, is a chain: on a CPU every node costs verification
 # time (the official code's 57-node tree suits a GPU), so siblings do not pay. LANTERN's relaxed
-# rules accept most drafts, but each level costs a drafter call (a tenth of a pass of the 16-layer
-# target) and each node 7-10 % of a pass to verify. With LANTERN's rule, chains interleaved image
-# by image with vanilla ran greedy (the 8 pictures, 2 repeats) at 1.66x / 1.52x / 1.61x / 1.33x for
-# 3 / 4 / 6 / 8 drafts, and sampling (24 images, drafts top-p 0.8) at 1.75x / 1.76x for 6 / 8;
-# `python -m engine chain-cost` (16 images, top-p 1) models 1.86x / 1.87x / 1.87x for 6 / 7 / 8
-# (README, "Trees sized by measured cost"). Six serves both modes. The exact rule accepts fewer
-# drafts in a row, so its chain stops earlier: 1.22x / 1.19x / 1.06x greedy for 3 / 4 / 6 drafts,
-# and 1.07x / 0.94x / 0.80x sampling for 2 / 4 / 6 (16 images).
+# rules accept most drafts, but on the 16-layer target each level costs a drafter call and each node
+# a noticeable share of a pass to verify: timed against vanilla, image by image, and modelled by
+# `python -m engine chain-cost`, the speed-up is flat over a few depths around six in both modes, so
+# one chain of six serves both. The exact rule accepts fewer drafts in a row, so its chain stops
+# earlier (docs/methods.md, "Static chains and their depths").
 RELAXED_CHAIN: Choices = chain(6)
 EXACT_CHAIN: Choices = chain(3)
 # COOL-SD's annealed rule relaxes the first depths most, so its later drafts pass about as often as
-# the exact rule's and rarely pay for their drafter calls: on 256 images (w 4, drafts top-p 0.8,
-# float32) a chain of 4 ran at 1.53x against 1.34x for 8; chain-cost with bfloat16 products measured
-# 1.52x / 1.54x / 1.51x / 1.39x for 3 / 4 / 6 / 8 (32 images); with the one-token products on MKL,
-# chains interleaved image by image ran at 1.38x / 1.45x / 1.40x for 3 / 4 / 6 (24 images, float32).
+# the exact rule's and rarely pay for their drafter calls: measured the same way, four ran fastest
+# of 3, 4, 6 and 8, narrowly ahead of its neighbours.
 ANNEALED_CHAIN: Choices = chain(4)
 MAX_RANK, MAX_NODES = 32, 128
 

@@ -27,7 +27,7 @@ VQ = VQConfig(codebook_size=4096, codebook_embed_dim=8, ch=32, ch_mult=(1, 2, 2)
               num_res_blocks=1)
 # The target `python -m engine.train.target` trains: 8 layers of width 256 (8.9M parameters), so that
 # a one-layer drafter costs a small share of a target pass. Weights carry their own config, so the
-# shipped file loads whatever size it was trained at (README, "The embedded model").
+# shipped file loads whatever size it was trained at (docs/model.md).
 TARGET = GPTConfig(dim=256, n_layer=8, n_head=4, vocab_size=VQ.codebook_size,
                    num_classes=len(CLASS_NAMES), cls_token_num=1, grid_size=16)
 # The separate draft model of standard speculative sampling: two layers, width 128.

@@ -40,17 +40,15 @@ On CPUs with native bfloat16 products (AVX-512 BF16, AMX), bfloat16 products are
   415 at fourteen). So a verified tree's wide products and every step's head round to bfloat16, and
   a one-token step's layers stay float32. MKL's packed float32 copies are faster than bfloat16 on a
   768 x 256 weight at 8-14 rows alone (53-77 us), but not inside decodes, where bfloat16's weights
-  stream half the bytes: 8 sampled images interleaved, `lantern_static` ran at 2.10x from 1.5
-  million, 1.78x from 4 million (the heads alone) and 1.81x in float32. Sampling claims the
-  target's distribution, not its bits; greedy decoding keeps every product float32, whose bits its
-  claim rests on. That threshold was measured on an Intel Xeon with AMX, whose cache held the
-  model's weights. On an AMD EPYC with AVX-512 BF16 and a 32 MB L3, a one-token step streams the
-  16-layer model's 63 MB of float32 weights from memory, and bfloat16 halves the bytes: there every
-  product of 100,000 multiply-adds or more (the 16-layer model's smallest, 256 x 256 at two rows, has
-  131,000) rounds.
-  Interleaved there, 8 sampled images: vanilla 3.00 s an image from 1.5 million and 2.46 s from
-  100,000 (2.57 s from 200,000, which keeps the 256 x 256 products float32), EAGLE-2 2.47 against
-  2.25 s, `lantern_static` 1.25 against 1.12 s. Other CPUs with native bfloat16 take the Xeon's.
+  stream half the bytes: sampled decodes interleaved with each threshold ran fastest from 1.5
+  million. Sampling claims the target's distribution, not its bits; greedy decoding keeps every
+  product float32, whose bits its claim rests on. That threshold was measured on an Intel Xeon with
+  AMX, whose cache held the model's weights. On an AMD EPYC with AVX-512 BF16 and a 32 MB L3, a
+  one-token step streams the 16-layer model's 63 MB of float32 weights from memory, and bfloat16
+  halves the bytes: there every product of 100,000 multiply-adds or more (the 16-layer model's
+  smallest, 256 x 256 at two rows, has 131,000) rounds, which made every method's sampled decodes
+  faster than the Xeon's threshold did. Other CPUs with native bfloat16 take the Xeon's. What this
+  does to each method's speed-up on each CPU is in docs/cpus.md.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ A class is one row of a GPT's class embedding table (the null class of CFG is th
 other weight depends on which classes exist, so keeping rows gives a model whose conditional and
 unconditional distributions are exactly the source's on the classes kept, and training can go on
 from there. The embedded target was made so: trained on sixteen categories, narrowed to the eight
-whose members look alike, then trained on those (README, "The embedded model").
+whose members look alike, then trained on those (docs/model.md, "The classes").
 
     python -m engine.train.select_classes --source runs/sixteen --assets runs/new \\
         --source-classes "smiley,heart,flag,..."    # only for files that do not name their classes
