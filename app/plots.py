@@ -234,7 +234,7 @@ def nearest_point(points: Sequence[dict], delta: float, k: int) -> dict | None:
 def frontier_figure(frontier: dict, title: str) -> go.Figure:
     """Speed-up against one quality measure per relaxed rule, a line along each rule's knob, with
     95 % intervals; vanilla's interval is the grey band. A menu switches the measure."""
-    from engine.commands.frontier import QUALITY_MEASURES
+    from engine import QUALITY_MEASURES
 
     fig = go.Figure()
     vanilla = frontier.get("vanilla") or {}

@@ -36,10 +36,12 @@ body.comparing #results::before { content: "Previous run: these update when the 
 /* A refused input or a failed run is told once, in the toast. Gradio would also lay an "Error" badge
    over every output of the event, hiding the previous results, which stay valid. */
 [data-testid="status-tracker"]:has(> .error) { display: none !important; }
-@media (min-width: 1024px) {
-  /* A wide page: the settings' column and the race side by side, and the folded settings, open,
-     under both, their groups side by side, instead of a tall narrow column beside blank space. The
-     settings' column dissolves into the top row's grid so that the accordion can span it. */
+@media (min-width: 1280px) {
+  /* A page wide enough for the three panels side by side (Gradio's container widens at 1,280 px):
+     the settings' column and the race side by side, and the folded settings, open, under both, their
+     groups side by side, instead of a tall narrow column beside blank space. The settings' column
+     dissolves into the top row's grid so that the accordion can span it. Narrower, the panels wrap,
+     the race runs long, and the folded settings open in their column beside it. */
   #top { display: grid; grid-template-columns: minmax(260px, 1fr) minmax(0, 4fr); align-items: start; }
   #settings { display: contents; }
   #settings > * { grid-column: 1; }
