@@ -1,5 +1,5 @@
 """Launch LANTERN Explorer: `python app.py` (also the Hugging Face Spaces entry point)."""
-from app.main import main
+from app.page.main import main
 
 if __name__ == "__main__":
     main()

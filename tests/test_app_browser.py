@@ -30,7 +30,7 @@ def make_runtime():
 
 @pytest.fixture(scope="module")
 def page_url():
-    from app.ui import build_demo, launch_options
+    from app.page.ui import build_demo, launch_options
 
     runtime = make_runtime()
     runtime.start(warm=True)  # the page shows a first comparison at load

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from app import handlers
-from app.lanes import interleave
-from app.outputs import ComparisonOutputs, LoadOutputs
-from app.request import PANELS, CompareRequest
-from app.runtime import Runtime
+from app.backend.lanes import interleave
+from app.backend.request import PANELS, CompareRequest
+from app.backend.runtime import Runtime
+from app.page import handlers
+from app.page.outputs import ComparisonOutputs, LoadOutputs
 from engine.drafters.eagle_net import EagleNet
 from tests.conftest import TINY_GPT
 
@@ -31,7 +31,7 @@ def stream(runtime, request) -> list[ComparisonOutputs]:
 
 
 def recorded_progress(runtime, request) -> list:
-    """(model, lanes) after every step of a comparison, each a copy, as app.live_run publishes them."""
+    """(model, lanes) after every step of a comparison, each a copy, as app.backend.live_run publishes them."""
     model, condition = runtime.bound_model(request)
     return [(model, [replace(lane, traces=list(lane.traces)) for lane in lanes])
             for lanes in interleave(model, request.panel_methods(), request.sampling(), condition, request.options())]

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from app.lanes import interleave, lane_speedup, run_to_end, summary
-from app.request import RELAXED_DEFAULTS, CompareRequest
-from app.runtime import Runtime, usable_methods
+from app.backend.lanes import interleave, lane_speedup, run_to_end, summary
+from app.backend.request import RELAXED_DEFAULTS, CompareRequest
+from app.backend.runtime import Runtime, usable_methods
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.generation import generate
@@ -155,7 +155,7 @@ def test_the_new_settings_reach_the_method_options():
     assert CompareRequest(gsd_window="").options().gsd_window is None
     # So does an emptied static-tree box: each method's own chain.
     assert CompareRequest(static_tree="  ").options().static_tree is None
-    # The page's defaults are the engine's, but for the relaxed panel's setting (app.request).
+    # The page's defaults are the engine's, but for the relaxed panel's setting (app.backend.request).
     assert CompareRequest().options() == MethodOptions(**RELAXED_DEFAULTS)
 
 

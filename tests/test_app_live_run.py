@@ -3,8 +3,8 @@ import threading
 
 import pytest
 
-from app.lanes import Lane
-from app.live_run import LiveRun, decode_in_background
+from app.backend.lanes import Lane
+from app.backend.live_run import LiveRun, decode_in_background
 
 MODEL = object()  # the model travels with the lanes untouched; these tests never decode
 

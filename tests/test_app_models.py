@@ -5,10 +5,11 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from app import handlers, imagenet
-from app.outputs import ComparisonOutputs
-from app.request import CompareRequest
-from app.runtime import Runtime
+from app.backend import imagenet
+from app.backend.request import CompareRequest
+from app.backend.runtime import Runtime
+from app.page import handlers
+from app.page.outputs import ComparisonOutputs
 from engine.core.config import InvalidInput
 from engine.loading.hub import WEIGHTS_DIR_VARIABLE
 from tests.official_files import WORDS

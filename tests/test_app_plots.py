@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from app import plots, shipped, text
-from app.detail import token_detail
-from app.lanes import run_to_end
-from app.request import CompareRequest
+from app.backend import shipped
+from app.backend.lanes import run_to_end
+from app.backend.request import CompareRequest
+from app.views import plots, text
+from app.views.detail import token_detail
 from engine.core.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.methods import MethodOptions
@@ -142,7 +143,7 @@ def test_words_quote_the_live_numbers(lanes):
     assert f"{entropy:.2f} bits" in lesson and "delta = 0.3, k = 8" in lesson
     assert "| LANTERN (relaxed) |" in lesson and "| EAGLE-2 (lossless) |" in lesson
     assert "Its entropy is typically" in text.how_it_works(None, CompareRequest(), 1024)
-    from app.lanes import summary
+    from app.backend.lanes import summary
 
     row = summary(lanes)[2]
     counters = text.counters_html(row)
@@ -179,7 +180,7 @@ def test_every_method_is_described_once_from_the_registry():
 
 
 def test_tradeoff_chart_follows_the_mode_and_the_lantern_panel(tmp_path, monkeypatch):
-    from app import handlers
+    from app.page import handlers
 
     path = shipped.sweep_path("lantern_static", greedy=False, assets=tmp_path)
     path.parent.mkdir()
@@ -201,7 +202,7 @@ def test_tradeoff_chart_follows_the_mode_and_the_lantern_panel(tmp_path, monkeyp
 
 
 def test_panels_follow_the_mode_both_ways():
-    from app import handlers
+    from app.page import handlers
 
     assert handlers.follow_mode(0.7, ["vanilla", "eagle2", "lantern"]) == ["vanilla", "eagle2", "lantern_static"]
     assert handlers.follow_mode(0.0, ["vanilla", "eagle2", "lantern_static"]) == ["vanilla", "eagle2", "lantern"]

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from app import render
-from app.detail import first_position, token_detail
-from app.lanes import run_to_end
+from app.backend.lanes import run_to_end
+from app.backend.runtime import padded_tokens
+from app.views import render
+from app.views.detail import first_position, token_detail
 from engine.core.config import SamplingConfig
 from engine.drafters.eagle_net import EagleNet
 from engine.evaluation.quality import LOW_P
@@ -44,7 +45,7 @@ def test_partial_images_grey_out_exactly_the_cells_not_yet_generated():
 
 
 def test_padding_keeps_the_known_prefix():
-    padded = render.padded_tokens(np.array([7, 8, 9]), TOTAL, filler=0)
+    padded = padded_tokens(np.array([7, 8, 9]), TOTAL, filler=0)
     assert padded.tolist()[:4] == [7, 8, 9, 0] and len(padded) == TOTAL
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from PIL import Image
 
-from app.request import DEFAULT_METHODS
-from app.runtime import Runtime, usable_methods
+from app.backend.request import DEFAULT_METHODS
+from app.backend.runtime import Runtime, usable_methods
 from engine.loading.embedded import ASSETS, TARGET_FILE, TOKENIZER_FILE
 from tests.conftest import free_port
 
@@ -23,7 +23,7 @@ def make_runtime() -> Runtime:
 
 @pytest.fixture(scope="module")
 def server():
-    from app.ui import build_demo, launch_options
+    from app.page.ui import build_demo, launch_options
 
     runtime = make_runtime()
     runtime.start(warm=False)
@@ -133,7 +133,7 @@ def test_four_concurrent_clients_all_complete_and_the_app_stays_up(server):
 def test_hub_log_lines_are_printed_once(capfd):
     import logging
 
-    from app.main import setup_logging
+    from app.page.main import setup_logging
 
     setup_logging()
     assert logging.getLogger("huggingface_hub").handlers == []

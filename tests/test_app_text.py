@@ -5,9 +5,10 @@ import re
 
 import pytest
 
-from app import frontier_view, shipped, text
-from app.lanes import run_to_end, summary
-from app.request import RELAXED_DEFAULTS, CompareRequest
+from app.backend import shipped
+from app.backend.lanes import run_to_end, summary
+from app.backend.request import RELAXED_DEFAULTS, CompareRequest
+from app.views import frontier_view, text
 from engine.core.config import SamplingConfig
 from engine.loading.embedded import embedded_metadata
 from engine.methods import MethodOptions

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app import ui
-from app.request import CompareRequest, api_parameters
-from app.runtime import Runtime
+from app.backend.request import CompareRequest, api_parameters
+from app.backend.runtime import Runtime
+from app.page import ui
 
 PUBLISHED = ["class_name", "seed", "temperature", "cfg_scale", "top_k", "delta", "k", "tree_depth", "tree_top_k",
              "tree_total", "method_1", "method_2", "method_3", "model", "prompt"]  # as README documents
@@ -64,7 +64,7 @@ def test_spaces_is_applied_only_where_it_is_installed(monkeypatch):
 
 def test_importing_the_app_does_not_import_spaces(tmp_path):
     (tmp_path / "spaces.py").write_text("raise RuntimeError('spaces imported at import time')\n")
-    code = "import app.handlers, app.ui, app.main"
+    code = "import app.page.handlers, app.page.ui, app.page.main"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                             env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr[-2000:]
@@ -73,7 +73,7 @@ def test_importing_the_app_does_not_import_spaces(tmp_path):
 def test_the_header_describes_the_shipped_model_from_its_metadata(tmp_path):
     import shutil
 
-    from app import text
+    from app.views import text
     from engine.loading.embedded import ASSETS, TARGET_FILE, embedded_metadata
     from engine.model.weights import update_metadata
 

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from app import frontier_view, shipped, text
-from app.request import ALTERNATIVE_RELAXED, RELAXED_DEFAULTS, CompareRequest
+from app.backend import shipped
+from app.backend.request import ALTERNATIVE_RELAXED, RELAXED_DEFAULTS, CompareRequest
+from app.views import frontier_view, text
 from engine.commands.frontier import SERIES, Series, run_frontier, series_for
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.evaluation.quality import fastest_inside_vanilla, inside_vanilla

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.shipped import UMAP_FILE, UMAP_META, codebook_fingerprint
+from app.backend.shipped import UMAP_FILE, UMAP_META, codebook_fingerprint
 from engine.loading.embedded import ASSETS, load_embedded_tokenizer
 
 log = logging.getLogger("tools.precompute_umap")

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from app.shipped import load_frontier, sweep_path
+from app.backend.shipped import load_frontier, sweep_path
 from engine import fastest_inside_vanilla, inside_vanilla
 from engine.evaluation.speed import BASELINE, undrafted_speedup
 from engine.loading.embedded import ASSETS

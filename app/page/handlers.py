@@ -1,7 +1,7 @@
 """What the page's events do: stream a comparison, replay a step, inspect a token, draw the sweep.
 
-Handlers return app.outputs dataclasses (flattened for Gradio), which app.ui lays out with the
-components in the same fields; the drawing itself lives in app.render, app.plots and app.text.
+Handlers return app.page.outputs dataclasses (flattened for Gradio), which app.page.ui lays out with the
+components in the same fields; the drawing itself lives in app.views.render, app.views.plots and app.views.text.
 """
 from __future__ import annotations
 
@@ -12,17 +12,18 @@ from dataclasses import replace
 import gradio as gr
 import numpy as np
 
-from app import imagenet, plots, render, text
-from app.checked import refusal
-from app.detail import first_position, token_detail
-from app.lanes import Lane, interleave, summary
-from app.live_run import LiveRun, decode_in_background
-from app.outputs import ComparisonOutputs, LoadOutputs, panel_values
-from app.request import ALTERNATIVE_RELAXED, K_SLIDER_MAX, LANTERN_PANEL, PANELS, CompareRequest
-from app.runtime import RunState, Runtime, usable_methods
-from app.shipped import SWEEP_DIR, load_sweep
-from app.whatif import what_if
-from app.whatif_view import whatif_figure, whatif_html
+from app.backend import imagenet
+from app.backend.lanes import Lane, interleave, summary
+from app.backend.live_run import LiveRun, decode_in_background
+from app.backend.request import ALTERNATIVE_RELAXED, K_SLIDER_MAX, LANTERN_PANEL, PANELS, CompareRequest
+from app.backend.runtime import RunState, Runtime, usable_methods
+from app.backend.shipped import SWEEP_DIR, load_sweep
+from app.backend.whatif import what_if
+from app.page.checked import refusal
+from app.page.outputs import ComparisonOutputs, LoadOutputs, panel_values
+from app.views import plots, render, text
+from app.views.detail import first_position, token_detail
+from app.views.whatif_view import whatif_figure, whatif_html
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.loading.image_model import ImageModel
 from engine.loading.official import MODELS as OFFICIAL_MODELS
@@ -62,7 +63,7 @@ def _images(model: ImageModel, lanes: list[Lane], shown: list[int]) -> list:
 
 def stream_comparison(runtime: Runtime, request: CompareRequest) -> Iterator[list]:
     """Stream a comparison: images, maps and counters while decoding, everything else at the end.
-    The decoding runs in a thread of its own (app.live_run), so that drawing and sending previews
+    The decoding runs in a thread of its own (app.backend.live_run), so that drawing and sending previews
     never hold it up."""
     started = time.perf_counter()
     model, request, lanes, steps = _start(runtime, request)

@@ -6,9 +6,9 @@ import html
 
 import numpy as np
 
-from app.detail import TokenDetail
-from app.lanes import Lane, summary
-from app.request import ALTERNATIVE_RELAXED, RELAXED_DEFAULTS, CompareRequest
+from app.backend.lanes import Lane, summary
+from app.backend.request import ALTERNATIVE_RELAXED, RELAXED_DEFAULTS, CompareRequest
+from app.views.detail import TokenDetail
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN
 from engine.evaluation.speed import BASELINE
 from engine.methods import METHODS, OPTION_RANGES, get_method
@@ -109,8 +109,8 @@ def intro_markdown(metadata: dict) -> str:
 
 
 def relaxed_alternative_sentence() -> str:
-    """When to reach for the relaxed alternative (app.request.ALTERNATIVE_RELAXED), and where its
-    settings (app.request.RELAXED_DEFAULTS) come from."""
+    """When to reach for the relaxed alternative (app.backend.request.ALTERNATIVE_RELAXED), and where its
+    settings (app.backend.request.RELAXED_DEFAULTS) come from."""
     title = get_method(ALTERNATIVE_RELAXED).title
     settings = ", ".join(f"{OPTION_RANGES[name][0].removeprefix(title + ' ')} {value:g}"
                          for name, value in RELAXED_DEFAULTS.items())

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.lanes import Lane, judged_again
-from app.runtime import RunState
+from app.backend.lanes import Lane, judged_again
+from app.backend.runtime import RunState
 from engine.core.trace import StepTrace, Verdict
 from engine.loop.rejudge import rejudge
 from engine.methods import bound_rule

@@ -1,7 +1,7 @@
 """The models behind the page and the first comparison shown at page load.
 
 The embedded model is loaded once, in a background thread started with the server, so that the page
-is ready in seconds; a default comparison decoded right after it (app.live_run) gives the page
+is ready in seconds; a default comparison decoded right after it (app.backend.live_run) gives the page
 something real to show, streamed to every page that loads meanwhile. Official models load on first
 use, from LANTERN_WEIGHTS_DIR or the Hugging Face Hub.
 """
@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from app import imagenet
-from app.lanes import Lane, interleave
-from app.live_run import LiveRun
-from app.render import padded_tokens
-from app.request import DEFAULT_MODEL, K_SLIDER_MAX, CompareRequest
-from app.shipped import Projection, load_projection
+from app.backend import imagenet
+from app.backend.lanes import Lane, interleave
+from app.backend.live_run import LiveRun
+from app.backend.request import DEFAULT_MODEL, K_SLIDER_MAX, CompareRequest
+from app.backend.shipped import Projection, load_projection
 from engine.core.config import InvalidInput
 from engine.loading.image_model import ImageModel
 from engine.loading.load import AUTO, LoadedModel, load_model
@@ -30,7 +29,7 @@ from engine.methods import METHODS
 
 MODEL_CHOICES = (DEFAULT_MODEL, *OFFICIAL_MODELS)
 
-log = logging.getLogger("app.runtime")
+log = logging.getLogger("app.backend.runtime")
 
 
 @dataclass
@@ -56,6 +55,13 @@ class RunState:
     @property
     def max_step(self) -> int:
         return max(len(lane.traces) for lane in self.lanes) - 1
+
+
+def padded_tokens(tokens: np.ndarray, total: int, filler: int = 0) -> np.ndarray:
+    """The first len(tokens) raster positions, the rest filled so that the decoder sees a full grid."""
+    out = np.full(total, filler, np.int64)
+    out[: len(tokens)] = tokens
+    return out
 
 
 def load_by_name(name: str) -> LoadedModel:
@@ -116,7 +122,7 @@ class Runtime:
     @staticmethod
     def _class_name(request: CompareRequest) -> str:
         """The request's class as its model names it. Official class-conditional models number
-        ImageNet's classes; they also take a class's name (app.imagenet), which becomes its index."""
+        ImageNet's classes; they also take a class's name (app.backend.imagenet), which becomes its index."""
         spec = OFFICIAL_MODELS.get(request.model)
         if spec is None or spec.text:
             return request.class_name

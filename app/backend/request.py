@@ -1,7 +1,7 @@
 """The inputs of one comparison, with the page's defaults, checked into engine configurations.
 
 The fields are, in order, the `compare` API endpoint's parameters (`methods` as one parameter per
-panel) and the names of the page's controls (app.controls), so a new input is a field here, its
+panel) and the names of the page's controls (app.page.controls), so a new input is a field here, its
 mapping in `options()` or `sampling()`, and its control; the endpoint and the wiring follow.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from engine.methods import METHODS, MethodOptions, for_mode, get_method
 # LANTERN's static chain (Method.when_sampling), as the page's menus and the API's echo do.
 LANTERN_PANEL = "lantern"  # the explorer's LANTERN: EAGLE-2's dynamic tree, its static chain when sampling
 DEFAULT_METHODS = ("vanilla", "eagle2", for_mode(LANTERN_PANEL, SamplingConfig().greedy))  # what runs
-# COOL-SD, the relaxation that keeps vanilla's pictures, is one click away (app.ui's swap button): it
+# COOL-SD, the relaxation that keeps vanilla's pictures, is one click away (app.page.ui's swap button): it
 # starts on the fastest setting of the shipped sampling frontier (assets/sweeps/frontier_sampling.json)
 # whose class accuracy, fid_proxy and low-p share stay inside vanilla's 95 % intervals. RELAXED_DEFAULTS
 # are that point's options (a test holds them to the file).

@@ -1,17 +1,18 @@
 """The page's inputs and racing panels. Each control is keyed by the CompareRequest field it sets (a
 panel's method by its API name, method_1 ...) and starts at that field's default, which is also the
-API's default; app.ui wires them to the `compare` endpoint by those names."""
+API's default; app.page.ui wires them to the `compare` endpoint by those names."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import gradio as gr
 
-from app import imagenet, text
-from app.checked import Number, Radio, Slider, named
-from app.render import DISPLAY
-from app.request import K_SLIDER_MAX, METHOD_PARAMETERS, PANELS, CompareRequest
-from app.runtime import MODEL_CHOICES
+from app.backend import imagenet
+from app.backend.request import K_SLIDER_MAX, METHOD_PARAMETERS, PANELS, CompareRequest
+from app.backend.runtime import MODEL_CHOICES
+from app.page.checked import Number, Radio, Slider, named
+from app.views import text
+from app.views.render import DISPLAY
 from engine.core.config import (
     CFG_SCALE_RANGE,
     TEMPERATURE_RANGE,

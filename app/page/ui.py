@@ -1,18 +1,19 @@
 """The page: controls, three racing panels, per-step acceptance, the latent inspector, the trade-off
-and a short lesson, wired to app.handlers. Building the page loads nothing; see app.main."""
+and a short lesson, wired to app.page.handlers. Building the page loads nothing; see app.page.main."""
 from __future__ import annotations
 
 import inspect
 
 import gradio as gr
 
-from app import handlers, text
-from app.controls import DEFAULTS, Panels, method_controls, race_controls, racing_panels
-from app.frontier_view import frontier_chart
-from app.outputs import ComparisonOutputs, LoadOutputs
-from app.request import ALTERNATIVE_RELAXED, LANTERN_PANEL, PANELS, CompareRequest, api_parameters
-from app.runtime import Runtime
-from app.whatif_view import ELEMENT_ID
+from app.backend.request import ALTERNATIVE_RELAXED, LANTERN_PANEL, PANELS, CompareRequest, api_parameters
+from app.backend.runtime import Runtime
+from app.page import handlers
+from app.page.controls import DEFAULTS, Panels, method_controls, race_controls, racing_panels
+from app.page.outputs import ComparisonOutputs, LoadOutputs
+from app.views import text
+from app.views.frontier_view import frontier_chart
+from app.views.whatif_view import ELEMENT_ID
 from engine.loading.embedded import VQ as EMBEDDED_VQ
 from engine.loading.embedded import embedded_metadata
 from engine.methods import METHODS
@@ -154,7 +155,7 @@ def build_demo(runtime: Runtime | None = None) -> gr.Blocks:
 
 
 def _whatif_view() -> tuple:
-    """The run's LANTERN drafts judged at the sliders' setting (app.whatif): words and a chart, under
+    """The run's LANTERN drafts judged at the sliders' setting (app.backend.whatif): words and a chart, under
     the panels, where the sliders' effect shows without scrolling."""
     with gr.Accordion("What delta and k do with the last run's drafts (no new decode)", open=True,
                       elem_id="whatif-box"):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from app.detail import TokenDetail
+from app.views.detail import TokenDetail
 from engine.core.trace import StepTrace
 
 PANEL_COLOURS = ("#6b7a99", "#3d8bfd", "#f5a623")  # one per panel, left to right

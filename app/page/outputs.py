@@ -1,5 +1,5 @@
-"""What a comparison shows, by name. The same dataclasses hold the page's components (app.ui) and a
-handler's values for them (app.handlers); `flatten()` lays both out in one order, so that values and
+"""What a comparison shows, by name. The same dataclasses hold the page's components (app.page.ui) and a
+handler's values for them (app.page.handlers); `flatten()` lays both out in one order, so that values and
 components line up by field name, never by counting positions."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from app.request import PANELS
+from app.backend.request import PANELS
 
 
 def _skip() -> Any:

@@ -1,12 +1,12 @@
-"""The what-if view (app.whatif) in words and a chart: pure functions of a WhatIf."""
+"""The what-if view (app.backend.whatif) in words and a chart: pure functions of a WhatIf."""
 from __future__ import annotations
 
 import html
 
 import plotly.graph_objects as go
 
-from app.plots import _layout
-from app.whatif import WhatIf
+from app.backend.whatif import WhatIf
+from app.views.plots import _layout
 from engine.core.trace import Verdict
 
 RUN_COLOUR, ASKED_COLOUR, CURVE_COLOUR = "#6b7a99", "#f5a623", "#3d8bfd"

@@ -20,8 +20,8 @@ def setup_logging() -> None:
 def main() -> None:
     import torch
 
-    from app.runtime import Runtime
-    from app.ui import build_demo, launch_options
+    from app.backend.runtime import Runtime
+    from app.page.ui import build_demo, launch_options
 
     # Decoding steps are small: one thread per decode avoids OpenMP threads spinning against the
     # server thread that renders previews (measured here as the larger cost on a 2-core machine).

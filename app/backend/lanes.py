@@ -100,7 +100,7 @@ def interleave(model: ImageModel, methods: list[str], sampling: SamplingConfig, 
     name, a missing drafter) raises InvalidInput before any work is shown."""
     total = model.target.cfg.num_image_tokens
     lanes = [Lane(name, get_method(name).title, get_method(name).lossless, total) for name in methods]
-    # Methods that read delta keep what each step was judged on, for the what-if view (app.whatif).
+    # Methods that read delta keep what each step was judged on, for the what-if view (app.backend.whatif).
     streams = [stream(model, name, sampling, class_id, options, keep_inputs=judged_again(name))
                for name in methods]
     for index in range(len(lanes)):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app import plots
-from app.shipped import SweepFormatError, frontier_path, load_frontier
+from app.backend.shipped import SweepFormatError, frontier_path, load_frontier
+from app.views import plots
 from engine import fastest_inside_vanilla
 from engine.core.config import SamplingConfig
 from engine.loading.embedded import ASSETS

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from app.lanes import Lane
+from app.backend.lanes import Lane
 from engine.loading.image_model import ImageModel
 
-log = logging.getLogger("app.live_run")
+log = logging.getLogger("app.backend.live_run")
 
 
 class LiveRun:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.render import step_of_position
+from app.views.render import step_of_position
 from engine.core.trace import StepTrace, Verdict
 
 

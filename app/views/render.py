@@ -23,13 +23,6 @@ MAP_COLOURS = np.array([[43, 48, 59], [46, 196, 120], [245, 166, 35], [232, 62, 
 HIGHLIGHT = np.array([255, 255, 255], np.uint8)
 
 
-def padded_tokens(tokens: np.ndarray, total: int, filler: int = 0) -> np.ndarray:
-    """The first len(tokens) raster positions, the rest filled so that the decoder sees a full grid."""
-    out = np.full(total, filler, np.int64)
-    out[: len(tokens)] = tokens
-    return out
-
-
 def known_cells(count: int, grid: int) -> np.ndarray:
     """(grid, grid) bool: True for the first `count` cells in raster order."""
     return (np.arange(grid * grid) < count).reshape(grid, grid)
