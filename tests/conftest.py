@@ -48,6 +48,43 @@ def tiny_eagle(tiny_model) -> ImageModel:
     return tiny_model
 
 
+@pytest.fixture(scope="session")
+def trained_eagle_net() -> EagleNet:
+    """An EAGLE net trained on tiny_gpt()'s greedy images, whose drafts the tiny target accepts
+    (tests/accepting.py); shared, so never train or change it in a test."""
+    from tests.accepting import trained_eagle
+
+    with torch.random.fork_rng():  # leave the global seed state as the tests before left it
+        return trained_eagle(tiny_gpt())
+
+
+@pytest.fixture
+def tiny_accepting(tiny_model, trained_eagle_net) -> ImageModel:
+    """The tiny model with drafters whose drafts it accepts: the trained EAGLE net, and for SpS a
+    noisy copy of the target (tests/accepting.py)."""
+    from tests.accepting import noisy_copy
+
+    tiny_model.drafters["eagle"] = trained_eagle_net
+    tiny_model.drafters["sps"] = noisy_copy(tiny_model.target)
+    return tiny_model
+
+
+@pytest.fixture(scope="session")
+def jacobi_gpt() -> GPT:
+    """A tiny target whose guesses survive wrong tokens before them, so that SJD's drafts are
+    accepted (tests/accepting.py); shared, so never train or change it in a test."""
+    from tests.accepting import jacobi_target
+
+    with torch.random.fork_rng():
+        return jacobi_target(tiny_gpt())
+
+
+@pytest.fixture
+def jacobi_model(jacobi_gpt) -> ImageModel:
+    torch.manual_seed(0)
+    return ImageModel(jacobi_gpt, VQModel(TINY_VQ).eval(), ("red", "green", "blue"), name="tiny-jacobi")
+
+
 def free_port() -> int:
     """A port no one listens on now, so that test servers leave 7860 to a running explorer."""
     import socket

@@ -21,7 +21,10 @@ def test_held_out_split_is_a_fixed_eighth_of_the_emoji():
     bases = [f"{code:x}" for code in range(0x1F300, 0x1FA00)]
     held = [b for b in bases if split_of(b) == "held_out"]
     assert abs(len(held) / len(bases) - 1 / HELD_OUT_ONE_IN) < 0.02
-    assert [split_of(b) for b in bases] == [split_of(b) for b in bases]  # the same on every call
+    # Fixed answers, from the CRC-32 of the base's ASCII: crc32(b"1f604") = 0x9a3a9590, 0 mod 8, is
+    # held out on every machine and run; crc32(b"1f600") = 0x9d575189, 1 mod 8, is not. A salted
+    # hash() would move them between runs.
+    assert split_of("1f604") == "held_out" and split_of("1f600") == "train"
 
 
 def test_placing_a_picture_keeps_it_whole_on_a_white_canvas():

@@ -2,6 +2,7 @@
 fastest setting whose quality stays inside vanilla's intervals picked from it."""
 import json
 
+import numpy as np
 import pytest
 
 from app.backend import shipped
@@ -88,8 +89,6 @@ def test_a_broken_frontier_file_is_named(tmp_path):
 
 
 def test_chain_costs_model_each_depth_from_measured_parts(tiny_eagle):
-    import numpy as np
-
     from engine.commands.chain_cost import acceptance_by_depth, chain_costs, expected_tokens
 
     costs = chain_costs(tiny_eagle, "cool_sd", [1, 3], SAMPLING, 1, MethodOptions(cool_w=3.0))
@@ -98,8 +97,6 @@ def test_chain_costs_model_each_depth_from_measured_parts(tiny_eagle):
     assert {"measured_speedup", "measured_mal"} <= set(costs["depths"][0])
     assert "measured_speedup" not in costs["depths"][1]
     assert costs["best_depth"] in (1, 2, 3) and costs["draft_call_ms"] > 0 and costs["one_token_pass_ms"] > 0
-    acceptance = np.array(costs["acceptance_by_depth"])
-    assert costs["depths"][2]["expected_tokens"] == expected_tokens(acceptance, 3)
     assert expected_tokens(np.array([0.5, 0.5]), 2) == 1.75 and expected_tokens(np.array([1.0, 0.0]), 2) == 2.0
     with pytest.raises(InvalidInput, match="no static tree"):
         chain_costs(tiny_eagle, "eagle2", [2], SAMPLING, 1, MethodOptions())
@@ -115,3 +112,66 @@ def test_the_relaxed_alternative_starts_on_the_shipped_frontiers_fastest_point_i
     assert {name: getattr(request.options(), name) for name in chosen} == chosen
     assert RELAXED_DEFAULTS == chosen
     assert f"When to reach for {get_method(series['method']).title}" in text.relaxed_alternative_sentence()
+
+
+def _pass(depth: int, accepted: int, draft_ms: float, verify_ms: float, accept_ms: float):
+    """A synthetic pass over a chain of `depth` drafts, of which the first `accepted` were kept."""
+    from engine.core.trace import StepTrace
+
+    nodes = np.arange(depth + 1)
+    return StepTrace(0, nodes, nodes - 1, nodes, np.ones(depth + 1), [], list(range(1, accepted + 1)),
+                     [0] * (accepted + 1), [0] * (accepted + 1), [False] * (accepted + 1), [],
+                     draft_ms=draft_ms, verify_ms=verify_ms, accept_ms=accept_ms)
+
+
+# Accepted drafts of ten passes over a 3-deep chain: 8 of 10 keep the first draft, 4 of those 8 the
+# second and 2 of those 4 the third, so a_d = (0.8, 0.5, 0.5).
+ACCEPTED = [0, 0, 1, 1, 1, 1, 2, 2, 3, 3]
+
+
+def _fake_run_methods(model, methods, sampling, n_images, options, progress=None):
+    """One image per method with hand-set costs: a drafter call 0.1 ms, verifying n nodes 2 + 0.5 n ms,
+    accepting 1 ms, and 0.5 ms of the rest a pass; vanilla 15 passes of 4 ms."""
+    from engine.generation import Generation
+
+    depth = len(options.static_tree)
+    prefill = _pass(0, 0, 0.0, 0.0, 0.0)
+    passes = [_pass(depth, min(a, depth), 0.1 * depth, 2 + 0.5 * (depth + 1), 1.0) for a in ACCEPTED]
+    method_ms = len(passes) * (0.1 * depth + 2 + 0.5 * (depth + 1) + 1.0 + 0.5)
+    vanilla = [_pass(0, 0, 0.0, 2.5, 1.0) for _ in range(15)]
+    tokens = np.zeros(16, np.int64)
+    return {"vanilla": [Generation("vanilla", 0, tokens, [prefill, *vanilla], 15 * 4.0)],
+            methods[0]: [Generation(methods[0], 0, tokens, [prefill, *passes], method_ms)]}
+
+
+def test_chain_costs_recover_the_hand_set_costs_and_pick_the_best_depth(monkeypatch):
+    from engine.commands import chain_cost
+
+    monkeypatch.setattr(chain_cost, "run_methods", _fake_run_methods)
+    costs = chain_cost.chain_costs(None, "cool_sd", [3, 1], SAMPLING, 1, MethodOptions())
+    assert costs["acceptance_by_depth"] == pytest.approx([0.8, 0.5, 0.5])
+    assert costs["verify_ms"] == pytest.approx([2.0, 0.5])  # a + b n over chains of 2 and 4 nodes
+    assert costs["draft_call_ms"] == pytest.approx(0.1)
+    assert costs["rest_ms"] == pytest.approx(1.5)  # accepting 1 ms + the rest 0.5 ms
+    assert costs["one_token_pass_ms"] == pytest.approx(4.0)
+    # By hand: E(L) = 1.8, 2.2, 2.4 tokens for 0.6 L + 4 ms = 4.6, 5.2, 5.8 ms a pass, against 4 ms a
+    # token: 1.565, 1.692, 1.655; depth 2 is best although it was never run.
+    rows = costs["depths"]
+    assert [row["expected_tokens"] for row in rows] == pytest.approx([1.8, 2.2, 2.4])
+    assert [row["pass_ms"] for row in rows] == pytest.approx([4.6, 5.2, 5.8])
+    assert [row["modelled_speedup"] for row in rows] == pytest.approx([7.2 / 4.6, 8.8 / 5.2, 9.6 / 5.8])
+    assert costs["best_depth"] == 2
+    # Measured: vanilla's 60 ms over 46 ms (depth 1) and 58 ms (depth 3); MAL 1.8 and 2.4.
+    assert rows[0]["measured_speedup"] == pytest.approx(60 / 46) and rows[0]["measured_mal"] == pytest.approx(1.8)
+    assert rows[2]["measured_speedup"] == pytest.approx(60 / 58) and rows[2]["measured_mal"] == pytest.approx(2.4)
+    assert "measured_speedup" not in rows[1]
+
+
+def test_the_verify_cost_fit_recovers_a_known_line():
+    from engine.commands.chain_cost import fit_verify_cost
+
+    steps = [_pass(n - 1, 0, 0.0, 3.0 + 0.25 * n, 0.0) for n in (1, 2, 5, 9, 9)]
+    a, b = fit_verify_cost(steps)
+    assert a == pytest.approx(3.0) and b == pytest.approx(0.25)
+    # One tree size gives no slope: the mean cost, flat.
+    assert fit_verify_cost([_pass(2, 0, 0.0, ms, 0.0) for ms in (4.0, 6.0)]) == pytest.approx((5.0, 0.0))

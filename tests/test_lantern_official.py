@@ -158,6 +158,23 @@ def _tree(tokens: list[int], parents: list[int], q_dists: np.ndarray | None = No
                      None if q_dists is None else torch.from_numpy(q_dists))
 
 
+def _inverse_cdf(weights: np.ndarray, uniform: float) -> int:
+    """The first token whose running total of `weights` passes uniform times their sum, token by token."""
+    goal, total = uniform * float(weights.sum()), 0.0
+    for token, weight in enumerate(weights):
+        total += float(weight)
+        if weight > 0 and total > goal:
+            return token
+    return int(np.flatnonzero(weights > 0)[-1])
+
+
+def test_the_reference_draw_inverts_the_cdf_of_a_known_distribution():
+    weights = np.array([0.2, 0.0, 0.5, 0.3])  # cumulative 0.2, 0.2, 0.7, 1.0
+    assert [_inverse_cdf(weights, u) for u in (0.0, 0.19, 0.21, 0.69, 0.71, 0.999)] == [0, 0, 2, 2, 3, 3]
+    assert _inverse_cdf(weights * 4, 0.5) == 2  # unnormalised: the same draw
+    assert [draw(weights, u) for u in (0.0, 0.19, 0.21, 0.69, 0.71, 0.999)] == [0, 0, 2, 2, 3, 3]
+
+
 def _per_path_logits(probs: np.ndarray, retrieve: torch.Tensor) -> torch.Tensor:
     logits = torch.from_numpy(np.log(probs))  # (N, V)
     return logits[retrieve.clamp(min=0)]  # (P, L, V): padded positions are never read
@@ -191,7 +208,7 @@ def test_sampling_agrees_with_the_official_code(delta):
                                                        nearest, K, delta, list(uniforms))
         assert result.accepted_nodes == retrieve[best, 1: accept + 1].tolist()
         assert [v.accept_prob for v in result.verdicts] == pytest.approx(seen)
-        assert result.next_token == draw(final.numpy(), uniforms[len(seen)])
+        assert result.next_token == _inverse_cdf(final.numpy(), uniforms[len(seen)])
 
 
 def test_the_residual_after_every_rejection_agrees_with_the_official_code():
@@ -238,4 +255,4 @@ def test_sampled_static_tree_drafts_agree_with_the_official_code(delta):
                                                        nearest, K, delta, list(uniforms), per_path_drafts)
         assert result.accepted_nodes == retrieve[best, 1: accept + 1].tolist()
         assert [v.accept_prob for v in result.verdicts] == pytest.approx(seen)
-        assert result.next_token == draw(final.numpy(), uniforms[len(seen)])
+        assert result.next_token == _inverse_cdf(final.numpy(), uniforms[len(seen)])

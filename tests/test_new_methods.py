@@ -14,24 +14,29 @@ import torch
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.drafters.jacobi import JacobiDrafter
 from engine.drafters.static_tree import EXACT_CHAIN, RELAXED_CHAIN, StaticTreeDrafter, chain, parse_choices
-from engine.generation import generate
+from engine.generation import Generation, generate
 from engine.loop.decode import decode
 from engine.methods import MethodOptions, get_method
 from engine.model.gpt import GPT, GPTConfig
 from engine.rules.acceptance import ExactRule
 from engine.rules.gsd import GroupedRule, scaled_window
+from tests.accepting import assert_lossless
 from tests.conftest import TINY_GPT
 
 GREEDY = SamplingConfig(temperature=0.0, cfg_scale=2.0)
 SAMPLING = SamplingConfig(temperature=1.0)
 
 
-@pytest.mark.parametrize("choices", ["0 1 2 0.0 0.1 1.0 0.0.0", "0", "0 0.0 0.0.0 0.0.0.0 0.1 3 3.2"])
-def test_a_static_tree_with_the_exact_rule_reproduces_vanilla_greedy(tiny_eagle, choices):
-    vanilla = generate(tiny_eagle, "vanilla", GREEDY, 1).tokens
-    drafter = StaticTreeDrafter(tiny_eagle.drafters["eagle"], parse_choices(choices))
-    traces = list(decode(tiny_eagle.target, drafter, ExactRule(), GREEDY, 1))
-    assert np.array_equal(traces[-1].tokens_so_far, vanilla)
+# The least count of accepted drafts (of 15), about two thirds of what was measured (in brackets).
+@pytest.mark.parametrize("choices, least", [pytest.param("0 1 2 0.0 0.1 1.0 0.0.0", 7, id="wide"),  # [11]
+                                            pytest.param("0", 5, id="one"),  # [8: one a pass]
+                                            pytest.param("0 0.0 0.0.0 0.0.0.0 0.1 3 3.2", 7, id="deep")])  # [10]
+def test_a_static_tree_with_the_exact_rule_reproduces_vanilla_greedy(tiny_accepting, choices, least):
+    """With a trained drafter (tests/accepting.py), so that the accepted paths make the picture."""
+    vanilla = generate(tiny_accepting, "vanilla", GREEDY, 1)
+    drafter = StaticTreeDrafter(tiny_accepting.drafters["eagle"], parse_choices(choices))
+    traces = list(decode(tiny_accepting.target, drafter, ExactRule(), GREEDY, 1))
+    assert_lossless(Generation("static", 1, traces[-1].tokens_so_far, traces, 0.0), vanilla, least)
     shapes = {len(t.tree_tokens) for t in traces[1:]}
     assert max(shapes) == 1 + len(choices.split())
 
@@ -76,10 +81,12 @@ def test_lantern_on_a_static_chain_with_no_credit_samples_as_lossless_eagle(tiny
 
 @pytest.mark.parametrize("init", ["random", "left", "above"])
 @pytest.mark.parametrize("method", ["sjd", "sjd_coupled"])
-def test_jacobi_methods_reproduce_vanilla_greedy_from_every_initialisation(tiny_model, method, init):
-    vanilla = generate(tiny_model, "vanilla", GREEDY, 1).tokens
-    fast = generate(tiny_model, method, GREEDY, 1, MethodOptions(sjd_init=init, window=5))
-    assert np.array_equal(vanilla, fast.tokens)
+def test_jacobi_methods_reproduce_vanilla_greedy_from_every_initialisation(jacobi_model, method, init):
+    """On a target whose guesses survive wrong neighbours (tests/accepting.py), so that Jacobi drafts
+    are accepted: 5 of 15 at least, about two thirds of the 7 to 9 measured."""
+    vanilla = generate(jacobi_model, "vanilla", GREEDY, 1)
+    fast = generate(jacobi_model, method, GREEDY, 1, MethodOptions(sjd_init=init, window=5))
+    assert_lossless(fast, vanilla, 5)
 
 
 def test_copy_initialisations_draft_the_left_and_upper_tokens(tiny_model):
@@ -187,9 +194,10 @@ def test_sampled_static_siblings_with_the_exact_rule_sample_the_target(width):
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_eagle_on_the_static_tree_is_lossless_under_greedy_and_runs_under_sampling(tiny_eagle, temperature):
+def test_eagle_on_the_static_tree_is_lossless_under_greedy_and_runs_under_sampling(tiny_accepting, temperature):
     sampling = SamplingConfig(temperature=temperature, seed=2)
-    result = generate(tiny_eagle, "eagle", sampling, 1)
+    result = generate(tiny_accepting, "eagle", sampling, 1)
     if temperature == 0.0:
-        assert np.array_equal(result.tokens, generate(tiny_eagle, "vanilla", sampling, 1).tokens)
+        # The trained drafter's chains of 3 are mostly accepted: 7 of 15 at least (10 measured).
+        assert_lossless(result, generate(tiny_accepting, "vanilla", sampling, 1), 7)
     assert sum(t.accepted_length for t in result.traces) == TINY_GPT.num_image_tokens
