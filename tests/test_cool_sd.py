@@ -1,8 +1,8 @@
 """COOL-SD's annealed rule: exact at w = 1, its output distribution as derived, TV growing with w.
 
 At w = 1 (and on truncated drafts) the checks are the exact rule's from tests/test_acceptance.py,
-with their stated power; the relaxed w > 1 check still compares 20,000 draws with a tolerance of
-0.016 per token (about five standard errors) against the derived distribution.
+with their stated power; the relaxed w > 1 check compares 20,000 draws with the distribution derived
+in the test, a z-test per token with its power stated.
 """
 import numpy as np
 import pytest
@@ -11,14 +11,15 @@ import torch
 from engine.core.tree import DraftTree
 from engine.rules.acceptance import ExactRule
 from engine.rules.cool_sd import AnnealedRule, annealed_weights, one_step_output
+from tests.distribution_checks import frequency_misfits, smallest_shift, z_limit
 from tests.test_acceptance import (
     GREEDY,
+    N_DRAWS,
     P_NEXT,
     P_RARE,
     Q_NEXT,
     Q_RARE,
     SAMPLING,
-    TOLERANCE,
     P,
     assert_stated_power,
     check_exact_walks,
@@ -74,11 +75,22 @@ def test_w_one_samples_the_target():
 
 
 @pytest.mark.parametrize("strength", [1.5, 3.0])
-def test_output_follows_the_derived_distribution(strength):
+def test_output_follows_the_distribution_derived_here(strength):
+    """The first token of a sampled chain under w > 1, derived in the test: a draft x ~ q is kept with
+    min(1, w p(x) / q(x)), so x leaves as a kept draft with mass min(q(x), w p(x)); the rest of the
+    mass is drawn from norm(max(0, p - q)). 20,000 draws, a z-test per token at |z| <= 4.85 (8 checks,
+    family alpha 1e-5); the smallest rise of a token's probability caught with 99 % is computed and
+    asserted: at most 0.025 on any token (the largest, p ~ 0.4; about 0.01 on the rarest)."""
     rule = AnnealedRule(strength, 8)
-    expected = one_step_output(P, Q, float(rule.weights[0]))  # the first drafted token: depth 1
-    freq = empirical(lambda g: sampled_first_token(rule, g))
-    assert np.abs(freq - expected).max() < TOLERANCE
+    weight = float(rule.weights[0])  # the first drafted token sits at depth 1
+    kept = np.minimum(Q, weight * P)  # (V,)
+    left = np.maximum(P - Q, 0.0)  # (V,)
+    expected = kept + (1.0 - kept.sum()) * left / left.sum()
+    counts = np.rint(empirical(lambda g: sampled_first_token(rule, g)) * N_DRAWS)
+    z = z_limit(len(P))
+    assert not frequency_misfits(counts, expected, z)
+    shifts = [smallest_shift(N_DRAWS, p, z) for p in expected if 0 < p < 1]
+    assert max(shifts) <= 0.025
 
 
 def test_tv_distance_to_the_target_grows_with_w_and_is_zero_at_one():
