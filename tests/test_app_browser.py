@@ -54,6 +54,14 @@ def _image_sources(page) -> list:
     return page.evaluate("[0, 1, 2].map(i => document.querySelector(`#image-${i} img`)?.src || null)")
 
 
+def _run_to_the_end(page) -> None:
+    """Press Run, see the first new picture, then wait for the comparison to end."""
+    before = _image_sources(page)
+    page.click("#run-button")
+    page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=120_000)
+    page.wait_for_function("!document.body.classList.contains('comparing')", timeout=300_000)
+
+
 def _choose_methods(page, runtime) -> None:
     """Where the shipped model lacks a default method's drafter, pick the stand-in in its panel."""
     for name, method in method_args(runtime).items():
@@ -157,10 +165,7 @@ def test_a_phone_sees_the_race_near_the_top(page_url, browser):
     assert len({round(box["y"]) for box in boxes}) == 1  # ... side by side
     assert all(box["x"] + box["width"] <= 390 for box in boxes)
     # After a Run: nothing wider than the phone, the page of a sensible height, menus readable.
-    before = _image_sources(page)
-    page.click("#run-button")
-    page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=120_000)
-    page.wait_for_function("!document.body.classList.contains('comparing')", timeout=300_000)
+    _run_to_the_end(page)
     page.wait_for_timeout(500)
     page.screenshot(path=str(SHOTS / "6_phone_after_run.png"), full_page=True)
     width, height = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
@@ -182,10 +187,7 @@ def test_the_whatif_view_answers_the_delta_slider_without_a_decode(page_url, bro
     page = browser.new_page(viewport={"width": 1600, "height": 1200})
     page.goto(url, wait_until="domcontentloaded")
     page.wait_for_selector("#delta-whatif .whatif-kept", timeout=300_000)
-    before = _image_sources(page)
-    page.click("#run-button")
-    page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=120_000)
-    page.wait_for_function("!document.body.classList.contains('comparing')", timeout=300_000)
+    _run_to_the_end(page)
     page.wait_for_selector("#delta-whatif .whatif-kept", timeout=30_000)
     panels = [page.inner_text(f"#stats-{i}") for i in range(3)]
     images = _image_sources(page)
@@ -290,10 +292,7 @@ def test_a_phone_shows_the_whole_page_after_a_run(page_url, browser):
     page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page.goto(url, wait_until="domcontentloaded")
     page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
-    before = _image_sources(page)
-    page.click("#run-button")
-    page.wait_for_function(f"document.querySelector('#image-0 img')?.src !== {before[0]!r}", timeout=120_000)
-    page.wait_for_function("!document.body.classList.contains('comparing')", timeout=300_000)
+    _run_to_the_end(page)
     page.wait_for_selector("#detail table", timeout=30_000)
     _settled(page)
     page.screenshot(path=str(SHOTS / "9_phone_touch_after_run.png"), full_page=True)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
+
+from engine.model.matmul import cpu_model
 
 STATISTICS_OUTPUT = 15  # the `compare` endpoint's statistics output (README, "The explorer's API")
 
@@ -24,13 +25,6 @@ def compare(client, **values) -> tuple[dict, float]:
     result = client.predict(api_name="/compare", **values)
     return result[STATISTICS_OUTPUT], time.perf_counter() - started
 
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -60,7 +54,7 @@ def main() -> None:
     for delta in (float(d) for d in args.deltas.split(",")):
         stats, _ = compare(client, seed=0, delta=delta)
         by_delta[delta] = stats["methods"][-1]["mean_accepted_length"]
-    report = {"cpu": cpu_name(), "runs": runs,
+    report = {"cpu": cpu_model(), "runs": runs,
               "median_last_panel_speedup": statistics.median(run["speedup"][-1] for run in runs),
               "median_call_over_panels": statistics.median(run["call_over_panels"] for run in runs),
               "median_client_over_panels": statistics.median(run["client_over_panels"] for run in runs),

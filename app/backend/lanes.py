@@ -101,7 +101,7 @@ def interleave(model: ImageModel, methods: list[str], sampling: SamplingConfig, 
     total = model.target.cfg.num_image_tokens
     lanes = [Lane(name, get_method(name).title, get_method(name).lossless, total) for name in methods]
     # Methods that read delta keep what each step was judged on, for the what-if view (app.backend.whatif).
-    streams = [stream(model, name, sampling, class_id, options, keep_inputs=judged_again(name))
+    streams = [stream(model, name, sampling, class_id, options, keep_inputs=reads_delta(name))
                for name in methods]
     for index in range(len(lanes)):
         _advance(lanes[index], streams[index])
@@ -115,8 +115,9 @@ def interleave(model: ImageModel, methods: list[str], sampling: SamplingConfig, 
             yield lanes
 
 
-def judged_again(method: str) -> bool:
-    """Whether the what-if view judges this method's drafts again at other settings: its rule reads delta."""
+def reads_delta(method: str) -> bool:
+    """Whether the method's rule reads the delta slider: its panel is the one the sweep chart and the
+    what-if view follow, and its decode keeps what each step was judged on."""
     return "delta" in get_method(method).params
 
 

@@ -169,7 +169,8 @@ class Runtime:
             model = self.model(name)
             self.projection(model)
             # Every k the slider offers is a slice of this table: the what-if view answers k at once.
-            model.unbound().neighbours(min(model.unbound().target.cfg.vocab_size - 1, K_SLIDER_MAX + 1))
+            runnable = model.unbound()
+            runnable.neighbours(min(runnable.target.cfg.vocab_size - 1, K_SLIDER_MAX + 1))
             log.info("model %s loaded in %.1f s", name, time.perf_counter() - started)
             if request is not None:
                 self.first_run.end(self.run(request, on_step=self.first_run.publish))

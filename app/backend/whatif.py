@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.backend.lanes import Lane, judged_again
+from app.backend.lanes import Lane, reads_delta
 from app.backend.runtime import RunState
 from engine.core.trace import StepTrace, Verdict
 from engine.loop.rejudge import rejudge
@@ -47,7 +47,7 @@ class WhatIf:
 
 def whatif_panel(state: RunState) -> int | None:
     """The last panel whose method reads delta and kept its steps' inputs; None without one."""
-    panels = [i for i, lane in enumerate(state.lanes) if judged_again(lane.method) and _steps(lane)]
+    panels = [i for i, lane in enumerate(state.lanes) if reads_delta(lane.method) and _steps(lane)]
     return panels[-1] if panels else None
 
 

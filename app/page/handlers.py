@@ -13,7 +13,7 @@ import gradio as gr
 import numpy as np
 
 from app.backend import imagenet
-from app.backend.lanes import Lane, interleave, summary
+from app.backend.lanes import Lane, interleave, reads_delta, summary
 from app.backend.live_run import LiveRun, decode_in_background
 from app.backend.request import ALTERNATIVE_RELAXED, K_SLIDER_MAX, LANTERN_PANEL, PANELS, CompareRequest
 from app.backend.runtime import RunState, Runtime, usable_methods
@@ -264,7 +264,7 @@ def sweep_chart(delta: float, k: int, temperature: float, methods: list[str]) ->
     whose method reads delta and k, in the mode the temperature sets; the slider setting marked."""
     try:
         greedy = SamplingConfig(temperature=float(temperature)).greedy
-        relaxed = [m for m in (for_mode(name, greedy) for name in methods) if "delta" in METHODS[m].params]
+        relaxed = [m for m in (for_mode(name, greedy) for name in methods) if reads_delta(m)]
     except (TypeError, ValueError):  # InvalidInput included
         return None, "The trade-off chart follows the panels' methods and the temperature; one of them is not valid."
     mode = "greedy" if greedy else "sampling"

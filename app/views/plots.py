@@ -38,7 +38,7 @@ def _title_top(title: str) -> int:
     return MODEBAR_HEIGHT + (title.count("<br>") + 1) * TITLE_LINE + 12
 
 
-def _layout(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
+def layout(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
     """Title, margins and legend; `height` is the figure's below the toolbar's strip, which is added
     to it rather than taken from the axes."""
     # The legend goes under the axes: beside the title it would cover it on a phone's narrow chart.
@@ -65,7 +65,7 @@ def accepted_length_figure(series: Sequence[tuple[str, Sequence[int]]], step: in
     fig.update_xaxes(title_text="target pass (after the prefill)", nticks=MAX_TICKS)
     # Whole tokens only, and no more ticks than MAX_TICKS however long the accepted runs get.
     fig.update_yaxes(title_text="tokens produced", rangemode="tozero", dtick=-(-longest // MAX_TICKS) or 1)
-    return _layout(fig, "Accepted length per step", height=320)
+    return layout(fig, "Accepted length per step", height=320)
 
 
 def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | None = None,
@@ -100,7 +100,7 @@ def latent_figure(coords: np.ndarray, projection: str, detail: TokenDetail | Non
                 dict(size=16, symbol="star", color=ACCEPTED, line=dict(color="#114", width=1)))
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False, scaleanchor="x")
-    fig = _layout(fig, f"VQ codebook ({projection})", height=360)
+    fig = layout(fig, f"VQ codebook ({projection})", height=360)
     # Up to five entries: below the plot they never run into the title.
     return fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", yref="paper", y=0, yanchor="top"),
                              margin=dict(b=90))
@@ -161,7 +161,7 @@ def tree_figure(trace: StepTrace, highlight: Sequence[int] = ()) -> go.Figure:
                              hoverinfo="text"))
     fig.update_xaxes(title_text="depth", dtick=-(-deepest // MAX_TICKS) or 1, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False, showgrid=False)
-    fig = _layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=240)
+    fig = layout(fig, f"Draft tree of step {trace.step} ({len(parents) - 1} drafts)", height=240)
     if labelled:
         fig.update_layout(margin=dict(r=max(fig.layout.margin.r, label_reach(max(map(len, labels))))))
     return fig
@@ -213,7 +213,7 @@ def tradeoff_figure(points: Sequence[dict], delta: float, k: int, title: str = "
                 row=row, col=1)
         fig.update_xaxes(title_text="speed-up vs vanilla" if row == 2 else None, row=row, col=1)
         fig.update_yaxes(title_text=name, row=row, col=1)
-    return _layout(fig, title or "Speed-up against quality (size: k)", height=440)
+    return layout(fig, title or "Speed-up against quality (size: k)", height=440)
 
 
 def ringed_label(point: dict, delta: float, k: int) -> str:
@@ -269,6 +269,6 @@ def frontier_figure(frontier: dict, title: str) -> go.Figure:
                           updatemenus=[dict(buttons=buttons, x=0, xanchor="left", y=1.0, yanchor="bottom",
                                             direction="down", showactive=True)])
     fig.update_xaxes(title_text="speed-up vs vanilla")
-    _layout(fig, title, height=460)
+    layout(fig, title, height=460)
     # The measure's menu sits between the title and the axes.
     return fig.update_layout(margin=dict(t=_title_top(title) + 32))

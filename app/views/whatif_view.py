@@ -6,7 +6,7 @@ import html
 import plotly.graph_objects as go
 
 from app.backend.whatif import WhatIf
-from app.views.plots import _layout
+from app.views.plots import layout
 from engine.core.trace import Verdict
 
 RUN_COLOUR, ASKED_COLOUR, CURVE_COLOUR = "#6b7a99", "#f5a623", "#3d8bfd"
@@ -78,4 +78,4 @@ def whatif_figure(whatif: WhatIf | None) -> go.Figure | None:
                              marker=dict(size=14, color=ASKED_COLOUR, line=dict(color="#333", width=1))))
     fig.update_xaxes(title_text="delta", range=[-0.03, 1.03])
     fig.update_yaxes(title_text="drafts kept a pass", rangemode="tozero")
-    return _layout(fig, "The run's drafts judged at each delta", height=300)
+    return layout(fig, "The run's drafts judged at each delta", height=300)
