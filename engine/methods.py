@@ -14,6 +14,7 @@ from engine.drafters.base import Drafter
 from engine.drafters.eagle import EagleDrafter
 from engine.drafters.jacobi import INITS, JacobiDrafter
 from engine.drafters.medusa import MedusaDrafter
+from engine.drafters.rows import RowDrafter
 from engine.drafters.sps import SpsDrafter
 from engine.drafters.static_tree import (
     ANNEALED_CHAIN,
@@ -42,6 +43,10 @@ OPTION_RANGES: dict[str, tuple[str, float, float]] = {
     "gsd_window": ("GSD window", 0, 4096),
     "gsd_p_gap": ("GSD p gap", 0.0, 1.0),
     "gsd_distance": ("GSD distance", 0.0, 10.0),
+    # Past the grid's side both row knobs change nothing (engine/drafters/wavefront.py); 64 is the largest
+    # grid a LlamaGen tokenizer gives (1,024 pixels at 16 per token).
+    "row_window": ("row window", 1, 64),
+    "rows_in_flight": ("rows in flight", 1, 64),
 }
 
 
@@ -68,6 +73,10 @@ class MethodOptions:
     gsd_window: int | None = None  # GSD's rank half-window; None scales the published 7 to the codebook
     gsd_p_gap: float = 0.15  # GSD: largest |p(y) - p(x)| in a group (published)
     gsd_distance: float = 0.25  # GSD: squared embedding distance, a fraction of the mean one
+    # Row-parallel decoding: row r + 1 decides column c once row r has decided columns 0 .. c + w - 1.
+    # 8 = half the embedded model's row (docs/methods.md, "Rows in parallel").
+    row_window: int = 8
+    rows_in_flight: int = 64  # most rows under way at once (64: as many as the grid has)
 
     def __post_init__(self) -> None:
         for field_name, (label, low, high) in OPTION_RANGES.items():
@@ -190,7 +199,35 @@ def _gsd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]
     return _jacobi(options, fresh_point_mass=True), rule
 
 
+def _rows(options: MethodOptions, make_lane_drafter) -> RowDrafter:
+    return RowDrafter(make_lane_drafter, options.row_window, options.rows_in_flight)
+
+
+def _zipar(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    return _rows(options, Drafter), ExactRule()
+
+
+def _pjd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    return _rows(options, lambda: _jacobi(options)), ExactRule()
+
+
+def _rows_eagle(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    return _rows(options, lambda: StaticTreeDrafter(net, options.static_tree or EXACT_CHAIN)), ExactRule()
+
+
+def _rows_lantern(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    return _rows(options, lambda: _relaxed_chain(net, options, RELAXED_CHAIN)), _lantern_rule(model, options)
+
+
+def _rows_cool_sd(model: ImageModel, options: MethodOptions, net) -> tuple[Drafter, Rule]:
+    def make_lane_drafter() -> StaticTreeDrafter:
+        return _relaxed_chain(net, options, ANNEALED_CHAIN)
+
+    return _rows(options, make_lane_drafter), AnnealedRule(options.cool_w, make_lane_drafter().depth)
+
+
 LANTERN_PARAMS = ("k", "neighbours", "lantern_variant")
+ROW_PARAMS = ("row_window", "rows_in_flight")
 JACOBI_PARAMS = ("window", "sjd_init")
 
 METHODS: dict[str, Method] = {
@@ -241,6 +278,24 @@ METHODS: dict[str, Method] = {
         Method("gsd", "GSD", False, _gsd, None, (*JACOBI_PARAMS, "gsd_window", "gsd_p_gap", "gsd_distance"),
                summary="Grouped speculative decoding: a Jacobi draft is judged together with the codes near it "
                        "in rank, probability and embedding."),
+        Method("zipar", "ZipAR", False, _zipar, None, ROW_PARAMS,
+               summary="Rows in parallel: a row starts once the row above is a window of tokens ahead, so "
+                       "several rows each decide a token in one pass. A token sees what the rows above have "
+                       "decided so far, not their ends: a smaller window is faster and strays further."),
+        Method("pjd", "PJD", False, _pjd, None, (*JACOBI_PARAMS, *ROW_PARAMS),
+               summary="Parallel Jacobi decoding: every row in flight drafts a window of the target's own "
+                       "guesses, as SJD does, and all rows are verified in one pass."),
+        Method("rows_eagle", "EAGLE, rows in parallel", False, _rows_eagle, "eagle", ("static_tree", *ROW_PARAMS),
+               summary=f"ZipAR's rows in flight, each drafting EAGLE's chain of {len(EXACT_CHAIN)}, judged by the "
+                       "exact rule: a row's drafts are kept as EAGLE keeps them, its context is ZipAR's."),
+        Method("rows_lantern", "LANTERN, rows in parallel", False, _rows_lantern, "eagle",
+               ("delta", *LANTERN_PARAMS, "static_tree", "draft_top_p", *ROW_PARAMS),
+               summary=f"ZipAR's rows in flight, each drafting LANTERN's chain of {len(RELAXED_CHAIN)} and judged "
+                       "by its rule: the tokens a pass keeps, times the rows under way."),
+        Method("rows_cool_sd", "COOL-SD, rows in parallel", False, _rows_cool_sd, "eagle",
+               ("cool_w", "static_tree", "draft_top_p", *ROW_PARAMS),
+               summary=f"ZipAR's rows in flight, each drafting COOL-SD's chain of {len(ANNEALED_CHAIN)} and judged "
+                       "by its annealed rule."),
     ]
 }
 

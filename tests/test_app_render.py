@@ -30,7 +30,7 @@ def lanes(tiny_model):
 
 def test_partial_images_grey_out_exactly_the_cells_not_yet_generated():
     image = np.random.default_rng(0).integers(0, 255, (8, 8, 3), dtype=np.uint8)
-    out = render.grey_out(image, render.known_cells(5, GRID), size=64)
+    out = render.grey_out(image, render.known_cells(np.arange(5), GRID), size=64)
     assert out.shape == (64, 64, 3)
     cell = 16
     for position in range(TOTAL):
@@ -62,7 +62,7 @@ def test_acceptance_codes_match_the_traces(lanes):
         assert (codes != render.NOT_YET).all()
         midway = len(lane.traces) // 2
         partial = render.acceptance_codes(lane.traces, TOTAL, upto=midway)
-        assert (partial != render.NOT_YET).sum() == render.tokens_after(lane.traces, midway)
+        assert (partial != render.NOT_YET).sum() == (render.tokens_after(lane.traces, midway) >= 0).sum()
 
 
 def test_acceptance_map_colours_and_highlight():
@@ -124,7 +124,7 @@ def test_grids_that_do_not_divide_256_draw_whole_cells():
     grid = 24  # LlamaGen's 384-pixel models
     assert render.display_size(grid) == 264 and render.display_size(16) == 256
     image = np.random.default_rng(0).integers(0, 255, (4 * grid, 4 * grid, 3), dtype=np.uint8)
-    picture = render.grey_out(image, render.known_cells(30, grid))
+    picture = render.grey_out(image, render.known_cells(np.arange(30), grid))
     assert picture.shape == (288, 288, 3)  # 96 px shown 3x: each token is 12 x 12 pixels
     np.testing.assert_array_equal(picture[:12, :12], image[:4, :4].repeat(3, 0).repeat(3, 1))
     assert render.acceptance_map(np.zeros(grid * grid, np.int8), grid).shape == (264, 264, 3)

@@ -15,6 +15,7 @@ from engine.core.sampling import combine_cfg, distribution
 from engine.drafters.eagle_net import EagleNet
 from engine.generation import generate
 from engine.loading.image_model import ImageModel
+from engine.methods import MethodOptions
 from engine.model.gpt import GPTConfig
 from engine.rules.lantern import DeltaBound, lantern_rule
 from tests.conftest import tiny_gpt
@@ -51,7 +52,10 @@ ENUM_DRAFT = GPTConfig(dim=32, n_layer=1, n_head=2, vocab_size=4, num_classes=3,
 CLASS = 1
 SAMPLING_SETUP = SamplingConfig(temperature=1.0, cfg_scale=4.0)  # CFG on, as decodes use it by default
 N_IMAGES = 400  # decodes per method
-LOSSLESS = ["vanilla", "eagle", "eagle2", "sps", "sjd", "sjd_coupled"]
+# PJD with one row in flight is SJD within each row: lossless too (ZipAR's one row is vanilla's
+# draws, tests/test_rows.py).
+LOSSLESS = ["vanilla", "eagle", "eagle2", "sps", "sjd", "sjd_coupled", "pjd"]
+OPTIONS = {"pjd": MethodOptions(rows_in_flight=1)}
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +104,8 @@ def test_lossless_methods_sample_the_targets_images(enumerable, method):
     counts = np.zeros(len(images))
     drafted = accepted = 0
     for seed in range(N_IMAGES):
-        run = generate(enumerable, method, SamplingConfig(temperature=1.0, cfg_scale=4.0, seed=seed), CLASS)
+        run = generate(enumerable, method, SamplingConfig(temperature=1.0, cfg_scale=4.0, seed=seed), CLASS,
+                       OPTIONS.get(method))
         counts[index[tuple(run.tokens.tolist())]] += 1
         drafted += sum(t.drafted for t in run.traces[1:])
         accepted += sum(len(t.accepted_nodes) for t in run.traces[1:])

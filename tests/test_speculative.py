@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from engine.core.config import SamplingConfig, TreeConfig
+from engine.drafters.base import Drafter
 from engine.drafters.eagle_net import EagleNet
 from engine.drafters.medusa import MedusaConfig, MedusaHeads
 from engine.generation import generate
@@ -69,7 +70,7 @@ def test_lossy_methods_generate_whole_images(tiny_with_drafters, method):
         assert sum(t.accepted_length for t in result.traces) == TINY_GPT.num_image_tokens
 
 
-class OracleDrafter:
+class OracleDrafter(Drafter):
     """Drafts the true greedy continuation as the second child of every node, behind a wrong first
     child, so that verification must reject, move on to a sibling, and keep a deep path."""
 
@@ -116,7 +117,8 @@ def test_accepted_paths_keep_the_cache_consistent(tiny_model):
 def test_keeping_an_accepted_path_gives_the_logits_of_a_full_recomputation():
     from engine.core.sampling import combine_cfg
     from engine.core.tree import DraftTree
-    from engine.loop.verify import target_pass
+    from engine.drafters.wavefront import Root
+    from engine.loop.verify import PREFIX, Forest, target_pass
     from engine.model.kv_cache import KVCache
 
     model = tiny_gpt()
@@ -134,11 +136,14 @@ def test_keeping_an_accepted_path_gives_the_logits_of_a_full_recomputation():
         # Root = the last prefix token; two branches, the second (nodes 3, 4) is kept.
         tree = DraftTree(torch.tensor([prefix_tokens[-1], 7, 8, 20, 21]), torch.tensor([-1, 0, 1, 0, 3]),
                          torch.ones(5, dtype=torch.float64))
-        target_pass(model, cache, n, tree, sampling, rows=2)
+        # Slot raster indices: the condition's (PREFIX), then the image's first tokens.
+        slot_positions = torch.tensor([PREFIX] * cfg.cls_token_num + list(range(n - cfg.cls_token_num)))
+        root = Root(prefix_tokens[-1], n - cfg.cls_token_num, kept=True)
+        target_pass(model, cache, slot_positions, Forest([tree], [root]), sampling, 2, cfg.cls_token_num)
         cache.keep(torch.tensor([0, 3, 4]) + n, n)
-        committed = n + 3
-        after = DraftTree.root_only(30)
-        kept_logits = target_pass(model, cache, committed, after, sampling, rows=2).probs[0]
+        slot_positions = torch.cat([slot_positions, root.position + torch.tensor([0, 1, 2])])
+        after = Forest([DraftTree.root_only(30)], [Root(30, root.position + 3, kept=True)])
+        kept_logits = target_pass(model, cache, slot_positions, after, sampling, 2, cfg.cls_token_num).probs[0]
         sequence = prefix_tokens + [20, 21, 30]
         full = model.training_logits(rows, torch.tensor(sequence + [0]).expand(2, -1))[:, -1:]
         from engine.core.sampling import distribution

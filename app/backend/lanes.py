@@ -39,6 +39,11 @@ class Lane:
         return self.traces[-1].tokens_so_far if self.traces else np.zeros(0, np.int64)
 
     @property
+    def decided(self) -> int:
+        """Tokens decided so far."""
+        return self.traces[-1].decided if self.traces else 0
+
+    @property
     def passes(self) -> int:
         """Target forward passes so far, the prefill included."""
         return len(self.traces)
@@ -50,7 +55,7 @@ class Lane:
 
     @property
     def ms_per_token(self) -> float:
-        produced = len(self.tokens)
+        produced = self.decided
         return self.elapsed_ms / produced if produced else float("nan")
 
     @property
@@ -130,7 +135,7 @@ def _advance(lane: Lane, steps: Iterator[StepTrace]) -> bool:
         return False
     lane.elapsed_ms += (time.perf_counter() - started) * 1000.0
     lane.traces.append(trace)
-    if len(trace.tokens_so_far) >= lane.num_tokens:
+    if trace.decided >= lane.num_tokens:
         lane.done = True
     return True
 
@@ -155,7 +160,7 @@ def summary(lanes: list[Lane]) -> list[dict]:
             "title": lane.title,
             "lossless": lane.lossless,
             "done": lane.done,
-            "tokens": int(len(lane.tokens)),
+            "tokens": lane.decided,
             "target_passes": lane.passes,
             "mean_accepted_length": round(lane.mean_accepted_length, 3),
             "wall_ms": round(lane.elapsed_ms, 1),

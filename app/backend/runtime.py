@@ -58,9 +58,10 @@ class RunState:
 
 
 def padded_tokens(tokens: np.ndarray, total: int, filler: int = 0) -> np.ndarray:
-    """The first len(tokens) raster positions, the rest filled so that the decoder sees a full grid."""
+    """The first len(tokens) raster positions, the rest (and any -1, a position not decided yet)
+    filled so that the decoder sees a full grid."""
     out = np.full(total, filler, np.int64)
-    out[: len(tokens)] = tokens
+    out[: len(tokens)] = np.where(tokens >= 0, tokens, filler)
     return out
 
 

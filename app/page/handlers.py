@@ -42,10 +42,10 @@ def _maps(model: ImageModel, lanes: list[Lane], mapped: list[int]) -> list:
     others; `mapped` (tokens mapped per lane) is updated."""
     maps = [gr.skip()] * len(lanes)
     for i, lane in enumerate(lanes):
-        if len(lane.tokens) != mapped[i]:
+        if lane.decided != mapped[i]:
             codes = render.acceptance_codes(lane.traces, lane.num_tokens)
             maps[i] = render.acceptance_map(codes, model.grid_size, lane.traces[-1].new_positions)
-            mapped[i] = len(lane.tokens)
+            mapped[i] = lane.decided
     return maps
 
 
@@ -53,11 +53,11 @@ def _images(model: ImageModel, lanes: list[Lane], shown: list[int]) -> list:
     """Greyed-out partial images of the lanes with new tokens, one batched VQ decode, gr.skip() for
     the others; `shown` (tokens on screen per lane) is updated."""
     images = [gr.skip()] * len(lanes)
-    changed = [i for i, lane in enumerate(lanes) if len(lane.tokens) != shown[i]]
+    changed = [i for i, lane in enumerate(lanes) if lane.decided != shown[i]]
     if changed:
         for i, image in zip(changed, Runtime.decode(model, [lanes[i].tokens for i in changed])):
-            shown[i] = len(lanes[i].tokens)
-            images[i] = render.grey_out(image, render.known_cells(shown[i], model.grid_size))
+            shown[i] = lanes[i].decided
+            images[i] = render.grey_out(image, render.known_cells(lanes[i].tokens, model.grid_size))
     return images
 
 
@@ -227,8 +227,8 @@ def scrub(runtime: Runtime, state: RunState | None, panel: int, step, delta=None
     whatif = {} if delta is None else whatif_outputs(state, delta, k, variant, step)
     images, maps = [], []
     for lane, final in zip(state.lanes, state.finals):
-        count = render.tokens_after(lane.traces, step)
-        images.append(render.grey_out(final, render.known_cells(count, state.grid)))
+        decided = render.tokens_after(lane.traces, step)
+        images.append(render.grey_out(final, render.known_cells(decided, state.grid)))
         trace = lane.traces[min(step, len(lane.traces) - 1)]
         codes = render.acceptance_codes(lane.traces, lane.num_tokens, upto=step)
         maps.append(render.acceptance_map(codes, state.grid, trace.new_positions if step < len(lane.traces) else ()))

@@ -23,9 +23,12 @@ MAP_COLOURS = np.array([[43, 48, 59], [46, 196, 120], [245, 166, 35], [232, 62, 
 HIGHLIGHT = np.array([255, 255, 255], np.uint8)
 
 
-def known_cells(count: int, grid: int) -> np.ndarray:
-    """(grid, grid) bool: True for the first `count` cells in raster order."""
-    return (np.arange(grid * grid) < count).reshape(grid, grid)
+def known_cells(tokens: np.ndarray, grid: int) -> np.ndarray:
+    """(grid, grid) bool: True for the cells whose token is decided in `tokens` (raster order, -1
+    where a row decided in parallel has not got yet, shorter than the grid while decoding)."""
+    known = np.zeros(grid * grid, bool)
+    known[: len(tokens)] = np.asarray(tokens) >= 0
+    return known.reshape(grid, grid)
 
 
 def display_size(side: int) -> int:
@@ -70,7 +73,7 @@ def grey_out(image: np.ndarray, known: np.ndarray, size: int | None = None) -> n
 
 def pending_picture(grid: int, size: int = DISPLAY) -> np.ndarray:
     """A picture not begun: every one of its grid x grid cells pending, (size, size, 3) uint8."""
-    return grey_out(np.zeros((size, size, 3), np.uint8), known_cells(0, grid), size)
+    return grey_out(np.zeros((size, size, 3), np.uint8), known_cells(np.zeros(0, np.int64), grid), size)
 
 
 def acceptance_codes(traces: Sequence[StepTrace], total: int, upto: int | None = None) -> np.ndarray:
@@ -109,11 +112,11 @@ def acceptance_map(codes: np.ndarray, grid: int, highlight: Iterable[int] = (),
     return big
 
 
-def tokens_after(traces: Sequence[StepTrace], step: int) -> int:
-    """How many tokens existed after `step` (clamped to the last step)."""
+def tokens_after(traces: Sequence[StepTrace], step: int) -> np.ndarray:
+    """The tokens decided after `step` (clamped to the last step), in raster order, -1 where none is yet."""
     if not traces:
-        return 0
-    return len(traces[min(step, len(traces) - 1)].tokens_so_far)
+        return np.zeros(0, np.int64)
+    return traces[min(step, len(traces) - 1)].tokens_so_far
 
 
 def position_of_pixel(x: float, y: float, grid: int, size: int | None = None) -> int:

@@ -61,6 +61,10 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, temperature: float) 
     parser.add_argument("--gsd-p-gap", type=float, default=MethodOptions.gsd_p_gap)
     parser.add_argument("--gsd-distance", type=float, default=MethodOptions.gsd_distance,
                         help="GSD's squared embedding distance, a fraction of the mean one")
+    parser.add_argument("--row-window", type=int, default=MethodOptions.row_window,
+                        help="ZipAR, PJD: a row decides column c once the row above has decided c + this many")
+    parser.add_argument("--rows-in-flight", type=int, default=MethodOptions.rows_in_flight,
+                        help="ZipAR, PJD: most rows under way at once")
     parser.add_argument("--tree-depth", type=int, default=TreeConfig.depth)
     parser.add_argument("--tree-top-k", type=int, default=TreeConfig.top_k)
     parser.add_argument("--tree-tokens", type=int, default=TreeConfig.total_tokens)
@@ -84,5 +88,5 @@ def method_options(args) -> MethodOptions:
                          lantern_variant=args.lantern_variant, lantern_lambda=args.lantern_lambda,
                          cool_w=args.cool_w, draft_top_p=args.draft_top_p,
                          static_tree=None if args.static_tree is None else parse_choices(args.static_tree),
-                         sjd_init=args.sjd_init,
+                         sjd_init=args.sjd_init, row_window=args.row_window, rows_in_flight=args.rows_in_flight,
                          gsd_window=args.gsd_window, gsd_p_gap=args.gsd_p_gap, gsd_distance=args.gsd_distance)

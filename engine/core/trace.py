@@ -53,7 +53,16 @@ class StepTrace:
     draft_ms: float = 0.0
     verify_ms: float = 0.0
     accept_ms: float = 0.0
+    # (T,) the image's tokens in raster order up to the last one decided, -1 where a row-parallel
+    # decode has not decided yet
     tokens_so_far: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # The node index where each tree of the pass starts: [0] in raster order, a tree per row in flight
+    # when rows are decided in parallel (engine/drafters/wavefront.py)
+    tree_roots: list[int] = field(default_factory=lambda: [0])
+    # (N,) the raster index whose input each node is (a root's own position, then one per depth);
+    # empty for a pass that decided nothing but the first token
+    tree_positions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    stand_ins: list[int] = field(default_factory=list)  # roots fed for a row's first token, never kept
     inputs: PassInputs | None = None  # kept only when the decode was asked to keep them
 
     @property
@@ -62,8 +71,14 @@ class StepTrace:
         return len(self.new_tokens)
 
     @property
+    def decided(self) -> int:
+        """Tokens decided so far (in raster order the length of tokens_so_far; rows decided in parallel
+        leave -1 where a row has not caught up)."""
+        return int((self.tokens_so_far >= 0).sum())
+
+    @property
     def drafted(self) -> int:
-        return len(self.tree_tokens) - 1
+        return len(self.tree_tokens) - len(self.tree_roots)
 
 
 def mean_accepted_length(steps: Sequence[StepTrace]) -> float:

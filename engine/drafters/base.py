@@ -8,6 +8,7 @@ import torch
 
 from engine.core.config import SamplingConfig
 from engine.core.tree import DraftTree
+from engine.drafters.wavefront import Wavefront
 from engine.model.target import Target
 from engine.rules.acceptance import BoundRule
 
@@ -22,8 +23,9 @@ class DecodeState:
     sampling: SamplingConfig
     rule: BoundRule  # the rule judging this decode's drafts
     generator: torch.Generator
-    tokens: list[int]
+    tokens: list[int]  # the image's tokens in raster order up to the lane's next position
     num_tokens: int  # tokens in a whole image
+    lane_start: int = 0  # raster index of the first token the drafter's lane decides (a row's, in parallel)
 
     @property
     def row_class_ids(self) -> torch.Tensor:
@@ -41,8 +43,13 @@ class Drafter:
         return DraftTree.root_only(root)
 
     def largest_tree(self) -> int:
-        """The most nodes, root included, a proposal may hold: the target's cache keeps room for them."""
+        """The most nodes, root included, one pass may verify: the target's cache keeps room for them."""
         return 1
+
+    def wavefront(self, grid: int) -> Wavefront:
+        """The lanes an image of grid x grid tokens is decided in, each with its drafter: one lane in
+        raster order, drafted by this drafter (engine.drafters.rows drafts a lane per row)."""
+        return Wavefront.raster(grid * grid, self)
 
     def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
                 probs: np.ndarray) -> None:

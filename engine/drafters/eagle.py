@@ -70,9 +70,13 @@ class EagleDrafter(Drafter):
         capacity = state.target.cfg.block_size + self.draft_room() + 1
         self.cache = self.net.new_cache(state.rows, capacity)
         self.rule = state.rule
-        self.committed = 0  # drafter pairs in the cache; pair j holds image token j
-        self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
-        self.pending_tokens = list(state.tokens)
+        self.committed = 0  # drafter pairs in the cache; pair j holds image token start + j
+        self.start = state.lane_start
+        if self.start == 0:
+            self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
+            self.pending_tokens = list(state.tokens)
+        else:  # a row decided in parallel: its first pair comes with its first pass (the root's feature)
+            self.pending_features, self.pending_tokens = prefix_hidden[:, :0], []
 
     def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
                 probs: np.ndarray) -> None:
@@ -132,7 +136,7 @@ class EagleDrafter(Drafter):
         mask[:, self.committed:].tril_()
         self.committed += n_pending
         # The image positions each call predicts: the n pairs', then tree levels 2..depth's.
-        predicted = range(self.committed + 1 - n_pending, self.committed + max(depth, 1))
+        predicted = range(self.start + self.committed + 1 - n_pending, self.start + self.committed + max(depth, 1))
         offsets = torch.arange(predicted.start, predicted.stop, device=device)  # (n + depth - 1,)
         above = None
         if self.net.fc_above is not None:  # the token above the one each pair predicts
@@ -144,7 +148,11 @@ class EagleDrafter(Drafter):
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         cfg = self.dynamic_tree
         depth = self.levels(state, cfg.depth, max_depth)
+        if not self.pending_tokens:  # a row's first pass: no feature has predicted its root yet
+            return DraftTree.root_only(root)
         proposal, out = self._catch_up(state, depth)
+        if depth == 0:  # only the bonus token fits: the pairs are caught up, nothing is drafted
+            return DraftTree.root_only(root)
         q = self._draft_probs(state, out[:, -1:])[0]  # (V,)
 
         k, budget = cfg.top_k, cfg.total_tokens - 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -16,7 +17,8 @@ from engine.core.sampling import combine_cfg, distribution, entropy_bits
 from engine.core.trace import PassInputs, StepTrace
 from engine.core.tree import DraftTree, causal_mask
 from engine.drafters.base import DecodeState, Drafter
-from engine.loop.verify import target_pass
+from engine.drafters.wavefront import Lane, Root, Wavefront
+from engine.loop.verify import PREFIX, Forest, target_pass
 from engine.model.attention import needs_row_exact
 from engine.model.kv_cache import KVCache
 from engine.model.matmul import LargeProductsInBfloat16, rounds_large_products
@@ -33,12 +35,13 @@ def _elapsed_ms(since: float) -> float:
 def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfig,
            class_id: int, keep_inputs: bool = False) -> Iterator[StepTrace]:
     """Generate one image's tokens for `class_id`, yielding a trace after every target pass. With
-    `keep_inputs`, each trace also keeps what its walk judged (PassInputs: (N, V) probabilities a step)."""
+    `keep_inputs`, each trace also keeps what its walks judged (PassInputs: (N, V) probabilities a step)."""
     cfg, weight = target.cfg, target.output.weight
     generator = torch.Generator().manual_seed(sampling.seed)
     bound = rule.bind(sampling)  # the rule for this decode's mode, greedy or sampling
     state = DecodeState(target, class_id, 1 + sampling.uses_cfg, sampling, bound, generator, [],
                         cfg.num_image_tokens)
+    wavefront = drafter.wavefront(cfg.grid_size)  # the lanes the image is decided in
     rounding = LargeProductsInBfloat16(rounds_large_products(weight, sampling.greedy))
     cache = KVCache.for_model(cfg, state.rows, cfg.block_size + drafter.largest_tree(),
                               weight.dtype, weight.device, row_exact=needs_row_exact(weight, sampling.greedy))
@@ -48,50 +51,104 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
     started = time.perf_counter()
     with rounding:
         hidden, probs = _prefill(target, cache, state, judged)  # (R, P, D), (1, V)
-        committed, verify_ms = hidden.shape[1], _elapsed_ms(started)
+        prefix, verify_ms = hidden.shape[1], _elapsed_ms(started)
+        slot_positions = torch.full((prefix,), PREFIX, dtype=torch.long)  # (committed,) raster index of each slot
         first = bound.walk(DraftTree.root_only(0), probs, _uniforms(generator, 1))
-        state.tokens.append(first.next_token)
-        drafter.reset(state, hidden)
-    yield _trace(0, DraftTree.root_only(first.next_token), first, probs, state, 0.0, verify_ms, 0.0,
-                 position=0, root_is_new=True)
+        wavefront.lanes[0].tokens.append(first.next_token)
+        for lane in wavefront.lanes:
+            lane.drafter.reset(_lane_state(state, wavefront, lane), hidden)
+    yield _trace(0, Forest([DraftTree.root_only(first.next_token)], [Root(first.next_token, 0, True)]),
+                 [first], [[0]], [probs], [0], wavefront, 0.0, verify_ms, 0.0, root_is_new=True)
 
     for step in itertools.count(1):
-        if len(state.tokens) >= state.num_tokens:
+        if wavefront.done:
             return
         with rounding:  # a sampling decode's large products in bfloat16, where that pays
-            # 1. Propose a tree rooted at the last token; no deeper than the image has tokens left.
+            # 1. Each lane deciding proposes a tree rooted at its input, no deeper than it may decide.
             started = time.perf_counter()
-            tree = drafter.propose(state, state.tokens[-1], state.num_tokens - len(state.tokens))
+            deciding = wavefront.deciding()
+            feeding = wavefront.unfed_finished(deciding)
+            roots = [wavefront.root(i) for i in deciding]
+            trees = [wavefront.lanes[i].drafter.propose(_lane_state(state, wavefront, wavefront.lanes[i]),
+                                                        root.token, wavefront.room(i) - 1)
+                     for i, root in zip(deciding, roots)]
+            # A finished row's last token, fed alone so that the rows below see it.
+            finished = [wavefront.lanes[i] for i in feeding]
+            forest = Forest(trees + [DraftTree.root_only(lane.tokens[-1]) for lane in finished],
+                            roots + [Root(lane.tokens[-1], lane.end - 1, True) for lane in finished])
             draft_ms = _elapsed_ms(started)
 
-            # 2. Verify every drafted token in one target pass.
+            # 2. Verify every drafted token of every lane in one target pass.
             started = time.perf_counter()
-            verified = target_pass(target, cache, committed, tree, judged, state.rows)
+            verified = target_pass(target, cache, slot_positions, forest, judged, state.rows, prefix)
             verify_ms = _elapsed_ms(started)
 
-            # 3. Accept: walk the tree with the rule, draw the next token where the walk stops.
+            # 3. Accept: walk each lane's tree with the rule, draw the next token where the walk stops.
             started = time.perf_counter()
-            uniforms = _uniforms(generator, tree.size)  # (N + 1,)
-            result = bound.walk(tree, verified.probs, uniforms)
+            tree_probs = forest.split(verified.probs)
+            uniforms = [_uniforms(generator, tree.size) for tree in trees]  # (N_t + 1,) each
+            results = [bound.walk(tree, p, u) for tree, p, u in zip(trees, tree_probs, uniforms)]
             accept_ms = _elapsed_ms(started)
 
-            # 4. Keep the cache entries of the root and the accepted path, contiguously.
-            kept = [0] + result.accepted_nodes
-            cache.keep([committed + node for node in kept], committed)
-            committed += len(kept)
-            position = len(state.tokens)
-            state.tokens.extend(_new_tokens(tree, result)[: state.num_tokens - position])
+            # 4. Keep the cache entries of the kept roots and the accepted paths, contiguously.
+            kept = [[0] + result.accepted_nodes for result in results] + [[0]] * len(finished)
+            kept_slots, kept_positions = _kept_entries(forest, kept, len(slot_positions))
+            cache.keep(kept_slots, len(slot_positions))
+            slot_positions = torch.cat([slot_positions, kept_positions])
+            for root in forest.roots:
+                if root.kept:
+                    _owner(wavefront, root.position).fed += 1
+            positions = []
+            for i, tree, result in zip(deciding, trees, results):
+                lane = wavefront.lanes[i]
+                positions.append(lane.next_position)
+                lane.tokens.extend(_new_tokens(tree, result))
+                lane.fed = len(lane.tokens) - 1  # all but the token drawn last, the lane's next root
 
-            # 5. Let the drafter see what the target kept.
-            drafter.observe(state, tree, kept, verified.hidden, verified.probs)
+            # 5. Let each lane's drafter see what the target kept.
+            hidden_of = forest.split(verified.hidden.transpose(0, 1))  # per tree (N_t, R, D)
+            for i, tree, lane_kept, tree_hidden, p in zip(deciding, trees, kept, hidden_of, tree_probs):
+                lane = wavefront.lanes[i]
+                lane.drafter.observe(_lane_state(state, wavefront, lane), tree, lane_kept,
+                                     tree_hidden.transpose(0, 1), p)
 
         # 6. Report the step.
-        trace = _trace(step, tree, result, verified.probs[kept], state, draft_ms, verify_ms,
-                       accept_ms, position=position, root_is_new=False)
+        trace = _trace(step, forest, results, kept, tree_probs, positions, wavefront,
+                       draft_ms, verify_ms, accept_ms, root_is_new=False)
         if keep_inputs:
-            q_dists = None if tree.q_dists is None else tree.q_dists.cpu().numpy()
-            trace.inputs = PassInputs(verified.probs, q_dists, uniforms)
+            trace.inputs = _pass_inputs(trees, verified.probs[: sum(t.size for t in trees)], uniforms)
         yield trace
+
+
+def _lane_state(state: DecodeState, wavefront: Wavefront, lane: Lane) -> DecodeState:
+    """What a lane's drafter reads: the image's tokens in raster order up to the lane's next position
+    (-1 where a row above has not decided yet); in raster order, simply the tokens so far."""
+    if lane.start == 0:
+        return replace(state, tokens=lane.tokens)
+    grid = wavefront.grid_tokens()[: lane.next_position]
+    return replace(state, tokens=grid + [-1] * (lane.next_position - len(grid)), lane_start=lane.start)
+
+
+def _owner(wavefront: Wavefront, position: int) -> Lane:
+    return next(lane for lane in wavefront.lanes if lane.start <= position < lane.end)
+
+
+def _kept_entries(forest: Forest, kept: list[list[int]], committed: int) -> tuple[list[int], torch.Tensor]:
+    """The cache slots to keep (kept roots and accepted nodes, lane by lane) and their raster indices."""
+    slots: list[int] = []
+    positions: list[int] = []
+    for tree, root, start, nodes in zip(forest.trees, forest.roots, forest.offsets, kept):
+        depths = tree.depths.tolist()
+        for node in nodes if root.kept else nodes[1:]:
+            slots.append(committed + start + node)
+            positions.append(root.position + depths[node])
+    return slots, torch.tensor(positions, dtype=torch.long)  # (K,)
+
+
+def _pass_inputs(trees: list[DraftTree], probs: np.ndarray, uniforms: list[np.ndarray]) -> PassInputs:
+    sampled = [tree.q_dists for tree in trees if tree.q_dists is not None]
+    q_dists = torch.cat(sampled).cpu().numpy() if len(sampled) == len(trees) else None
+    return PassInputs(probs, q_dists, np.concatenate(uniforms))
 
 
 def _prefill(target: Target, cache: KVCache, state: DecodeState,
@@ -114,27 +171,38 @@ def _uniforms(generator: torch.Generator, count: int) -> np.ndarray:
     return torch.rand(count + 1, generator=generator, dtype=torch.float64).numpy()
 
 
-def _trace(step: int, tree: DraftTree, result: WalkResult, decided_probs: np.ndarray,
-           state: DecodeState, draft_ms: float, verify_ms: float, accept_ms: float,
-           position: int, root_is_new: bool) -> StepTrace:
-    produced = len(state.tokens) - position
-    new_tokens = state.tokens[position:]
-    from_draft = ([False] if root_is_new else
-                  [True] * len(result.accepted_nodes) + [False])[:produced]
+def _trace(step: int, forest: Forest, results: list[WalkResult], kept: list[list[int]],
+           tree_probs: list[np.ndarray], first_positions: list[int], wavefront: Wavefront,
+           draft_ms: float, verify_ms: float, accept_ms: float, root_is_new: bool) -> StepTrace:
+    """One pass's record: the forest's trees one after another, node indices counted over the forest."""
+    verdicts, accepted, new_tokens, new_positions, from_draft, entropies = [], [], [], [], [], []
+    for start, tree, result, nodes, p, position in zip(forest.offsets, forest.trees, results, kept,
+                                                       tree_probs, first_positions):
+        verdicts += [replace(v, node=v.node + start) for v in result.verdicts]
+        accepted += [start + node for node in result.accepted_nodes]
+        tokens = _new_tokens(tree, result)
+        new_tokens += tokens
+        new_positions += list(range(position, position + len(tokens)))
+        from_draft += [False] if root_is_new else [True] * len(result.accepted_nodes) + [False]
+        entropies += entropy_bits(p[nodes]).tolist()
     return StepTrace(
         step=step,
-        tree_tokens=tree.tokens.numpy().copy(),
-        tree_parents=tree.parents.numpy().copy(),
-        tree_depths=tree.depths.numpy().copy(),
-        tree_q=tree.q.numpy().copy(),
-        verdicts=result.verdicts,
-        accepted_nodes=result.accepted_nodes,
-        new_tokens=list(new_tokens),
-        new_positions=list(range(position, position + produced)),
+        tree_tokens=torch.cat([t.tokens for t in forest.trees]).numpy().copy(),
+        tree_parents=torch.cat([torch.where(t.parents >= 0, t.parents + start, t.parents)
+                                for t, start in zip(forest.trees, forest.offsets)]).numpy(),
+        tree_depths=torch.cat([t.depths for t in forest.trees]).numpy().copy(),
+        tree_q=torch.cat([t.q for t in forest.trees]).numpy().copy(),
+        verdicts=verdicts,
+        accepted_nodes=accepted,
+        new_tokens=new_tokens,
+        new_positions=new_positions,
         bonus_from_draft=from_draft,
-        entropy_bits=entropy_bits(decided_probs).tolist()[:produced],
+        entropy_bits=entropies,
         draft_ms=draft_ms,
         verify_ms=verify_ms,
         accept_ms=accept_ms,
-        tokens_so_far=np.asarray(state.tokens, dtype=np.int64),
+        tokens_so_far=np.asarray(wavefront.grid_tokens(), dtype=np.int64),
+        tree_roots=list(forest.offsets),
+        tree_positions=forest.positions.numpy().copy(),
+        stand_ins=[start for start, root in zip(forest.offsets, forest.roots) if not root.kept],
     )
