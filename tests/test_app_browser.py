@@ -354,3 +354,22 @@ def test_the_menus_name_what_runs_and_cool_sd_is_one_click_away(page_url, browse
     page.wait_for_function("document.querySelector('#method-2 input').value === 'LANTERN (static tree)'",
                            timeout=10_000)
     page.close()
+
+
+def test_a_row_parallel_panel_decides_several_rows_a_pass(page_url, browser):
+    """ZipAR in the third panel: its counters show more than one row deciding in a pass, and the lesson
+    quotes its rows a pass."""
+    url, _ = page_url
+    page = browser.new_page(viewport={"width": 1600, "height": 1200})
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_function("[0, 1, 2].every(i => document.querySelector(`#image-${i} img`))", timeout=300_000)
+    page.locator("#method-2 input").click()
+    page.get_by_role("option", name="ZipAR", exact=True).click()
+    page.wait_for_function("document.querySelector('#method-2 input').value === 'ZipAR'", timeout=10_000)
+    _run_to_the_end(page)
+    most = page.evaluate("document.querySelector('#stats-2 .rows-stat')?.dataset.mostRows")
+    assert most is not None and int(most) >= 2, most
+    assert "done" in page.inner_text("#stats-2")
+    assert re.search(r"ZipAR decided tokens in [\d.]+ rows", page.inner_text("#teaching"))
+    page.screenshot(path=str(SHOTS / "5_rows_in_parallel.png"), full_page=True)
+    page.close()

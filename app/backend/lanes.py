@@ -44,6 +44,12 @@ class Lane:
         return self.traces[-1].decided if self.traces else 0
 
     @property
+    def rows_per_pass(self) -> float:
+        """The mean count of rows that decided tokens in a pass after the prefill."""
+        steps = self.traces[1:]
+        return sum(t.lanes for t in steps) / len(steps) if steps else 1.0
+
+    @property
     def passes(self) -> int:
         """Target forward passes so far, the prefill included."""
         return len(self.traces)
@@ -170,5 +176,8 @@ def summary(lanes: list[Lane]) -> list[dict]:
             "ms_per_pass": {part: round(ms, 3) for part, ms in lane.ms_per_pass.items()},
             "speedup_limit": round(lane.speedup_limit, 3),
             "undrafted_speedup": None if undrafted is None else round(undrafted, 3),
+            # Rows deciding tokens in one pass: 1 in raster order (docs/methods.md, "Rows in parallel").
+            "rows_per_pass": round(lane.rows_per_pass, 3),
+            "most_rows_in_a_pass": max((t.lanes for t in lane.traces[1:]), default=1),
         })
     return rows

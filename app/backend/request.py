@@ -62,6 +62,8 @@ class CompareRequest:
     tree_min_score: float = TreeConfig.min_score
     cool_w: float = RELAXED_DEFAULTS["cool_w"]
     draft_top_p: float = RELAXED_DEFAULTS["draft_top_p"]
+    row_window: int = MethodOptions.row_window
+    rows_in_flight: int = MethodOptions.rows_in_flight
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(temperature=_number("temperature", self.temperature),
@@ -83,7 +85,9 @@ class CompareRequest:
                              draft_top_p=_number("draft top-p", self.draft_top_p),
                              static_tree=_static_tree(self.static_tree), sjd_init=self.sjd_init,
                              gsd_window=window, gsd_p_gap=_number("GSD p gap", self.gsd_p_gap),
-                             gsd_distance=_number("GSD distance", self.gsd_distance))
+                             gsd_distance=_number("GSD distance", self.gsd_distance),
+                             row_window=_whole("row window", self.row_window),
+                             rows_in_flight=_whole("rows in flight", self.rows_in_flight))
 
     def checked_methods(self) -> list[str]:
         if not self.methods:

@@ -135,6 +135,15 @@ def method_controls() -> dict[str, gr.components.Component]:
             c["gsd_distance"] = Slider(*option_range("gsd_distance"), value=DEFAULTS.gsd_distance, step=0.05,
                                        label="GSD distance",
                                        info="squared embedding distance, a fraction of the mean one")
+        with gr.Column(min_width=group_width):
+            gr.Markdown(f"**Rows in parallel** ({_used_by('row_window')})")
+            c["row_window"] = Slider(*option_range("row_window"), value=DEFAULTS.row_window, step=1,
+                                     label="Row window", elem_id="row-window-slider",
+                                     info="a row decides column c once the row above has decided c + this many; "
+                                          "the grid's width or more: one row at a time")
+            c["rows_in_flight"] = Slider(*option_range("rows_in_flight"), value=DEFAULTS.rows_in_flight, step=1,
+                                         label="Rows in flight", elem_id="rows-in-flight-slider",
+                                         info="most rows under way at once; the grid's height or more: no cap")
     return _named(c)
 
 

@@ -30,9 +30,11 @@ def token_detail(traces: Sequence[StepTrace], position: int) -> TokenDetail | No
         return None
     step, offset = found
     trace = traces[step]
-    # The position's drafts are the children of the node accepted just before it (the root first).
-    parent = 0 if offset == 0 else trace.accepted_nodes[offset - 1]
-    candidates = [v for v in trace.verdicts if int(trace.tree_parents[v.node]) == parent]
+    # The position's drafts are the nodes placed there whose parent was kept: a tree's root (a row's,
+    # when rows are decided in parallel) or an accepted draft.
+    kept = set(trace.tree_roots) | set(trace.accepted_nodes)
+    candidates = [v for v in trace.verdicts
+                  if int(trace.tree_positions[v.node]) == position and int(trace.tree_parents[v.node]) in kept]
     return TokenDetail(step, position, int(trace.new_tokens[offset]), bool(trace.bonus_from_draft[offset]),
                        candidates, [c.node for c in candidates])
 

@@ -49,12 +49,22 @@ def counters_html(row: dict) -> str:
             + _stat("MAL", _num(row["mean_accepted_length"]))
             + _stat("time", _seconds(row["wall_ms"]))
             + _stat("speed-up", speed)
+            + _rows_stat(row)
             + time_split_html(row)
             + '<div class="lane-note" style="font-size:0.75em;opacity:0.7;margin-top:2px">'
             f'{state} · {kind} · MAL = tokens per target pass · speed-up against vanilla, once both are done</div>'
             + f'<div class="lane-note" style="font-size:0.8em;margin-top:4px">'
             f'{html.escape(METHODS[row["method"]].summary)}</div>'
             '</div>')
+
+
+def _rows_stat(row: dict) -> str:
+    """Rows a pass, for a method that decides rows in parallel (nothing in raster order)."""
+    most = row["most_rows_in_a_pass"]
+    if most <= 1:
+        return ""
+    return (f'<span class="rows-stat" data-most-rows="{most}">'
+            + _stat(f"rows a pass (up to {most})", _num(row["rows_per_pass"])) + "</span>")
 
 
 # The parts of a target pass, in the order the bar stacks them, with their colours.
@@ -267,6 +277,7 @@ def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int,
         f"are eligible. Current setting: delta = {request.delta:g}, k = {request.k}, {request.lantern_variant} "
         f"variant, lambda = {request.lantern_lambda:g}.",
         relaxed_alternative_sentence(),
+        second_dimension(lanes, request),
     ]
     if lanes:
         rows = summary(lanes)  # the numbers the panels' counters show, so that both say the same
@@ -274,6 +285,21 @@ def how_it_works(lanes: list[Lane] | None, request: CompareRequest, vocab: int,
                   _clocks(rows, wall_ms)]
         parts += [sentence for sentence in [_cost_sentence(rows)] if sentence]
     return "\n\n".join(parts)
+
+
+def second_dimension(lanes: list[Lane] | None, request: CompareRequest) -> str:
+    """Why rows may be decided in parallel, with the last run's rows a pass where it had several."""
+    parallel = [lane for lane in lanes or [] if lane.rows_per_pass > 1.0]
+    measured = "".join(f" In the last run **{lane.title}** decided tokens in **{lane.rows_per_pass:.2f} rows** a pass "
+                       "on average." for lane in parallel)
+    return ("**A second dimension.** Speculative decoding still decides the picture in reading order, row after "
+            "row. But an image token depends mostly on the tokens around it: the start of a row needs the row "
+            "above near it, not that row's far end. So the row-parallel methods (ZipAR, PJD, and a drafter per "
+            "row) start row r + 1 once row r is a **window** of tokens ahead, and decide every row in flight in "
+            "one target pass: the acceptance map then outlines a diagonal front of cells a pass, not a run along "
+            "one row. A token sees only what the rows above had decided when it was decided, so a smaller window "
+            f"is faster and strays further from the target (current window: {request.row_window}, rows in flight "
+            f"at most {request.rows_in_flight}; a window of the grid's width is raster order).{measured}")
 
 
 def methods_markdown() -> str:

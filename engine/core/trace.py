@@ -63,6 +63,7 @@ class StepTrace:
     # empty for a pass that decided nothing but the first token
     tree_positions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     stand_ins: list[int] = field(default_factory=list)  # roots fed for a row's first token, never kept
+    lanes: int = 1  # trees that decided tokens: 1 in raster order, the rows in flight when in parallel
     inputs: PassInputs | None = None  # kept only when the decode was asked to keep them
 
     @property

@@ -1,7 +1,7 @@
 """The drafter interface and the empty drafter of vanilla decoding."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ class DecodeState:
     tokens: list[int]  # the image's tokens in raster order up to the lane's next position
     num_tokens: int  # tokens in a whole image
     lane_start: int = 0  # raster index of the first token the drafter's lane decides (a row's, in parallel)
+    # The target feature (R, D) that predicted each decided position, by raster index: where a row
+    # decided in parallel learns what was decided above it.
+    predicting: dict[int, torch.Tensor] = field(default_factory=dict)
 
     @property
     def row_class_ids(self) -> torch.Tensor:

@@ -70,13 +70,30 @@ class EagleDrafter(Drafter):
         capacity = state.target.cfg.block_size + self.draft_room() + 1
         self.cache = self.net.new_cache(state.rows, capacity)
         self.rule = state.rule
-        self.committed = 0  # drafter pairs in the cache; pair j holds image token start + j
+        self.committed = 0  # drafter pairs in the cache
         self.start = state.lane_start
+        self.pending_position = 0  # raster index of the first pending pair's token
         if self.start == 0:
             self.pending_features = prefix_hidden[:, -1:]  # (R, 1, D): the feature that predicted x_0
             self.pending_tokens = list(state.tokens)
         else:  # a row decided in parallel: its first pair comes with its first pass (the root's feature)
             self.pending_features, self.pending_tokens = prefix_hidden[:, :0], []
+
+    def _read_above(self, state: DecodeState) -> bool:
+        """A row's first pass: make the pairs of the image decided above it, up to its first gap (what a
+        raster drafter would have read), the pending ones. True when they reach the row's start: the
+        root is the finished row's last token, whose pair predicts the row's first token, so drafting
+        goes on as in raster order. Otherwise the root is a stand-in that no feature predicted: the
+        pairs are read now, nothing is drafted, and the row's own pairs follow from its start."""
+        known = state.tokens
+        end = min(known.index(-1) if -1 in known else len(known), self.start)
+        self.pending_tokens, self.pending_position = known[:end], 0
+        self.pending_features = torch.stack([state.predicting[p] for p in range(end)], dim=1)  # (R, end, D)
+        if end == self.start:
+            return True
+        self._catch_up(state, 0)
+        self.pending_tokens, self.pending_position = [], self.start
+        return False
 
     def observe(self, state: DecodeState, tree: DraftTree, kept: list[int], hidden: torch.Tensor,
                 probs: np.ndarray) -> None:
@@ -136,7 +153,9 @@ class EagleDrafter(Drafter):
         mask[:, self.committed:].tril_()
         self.committed += n_pending
         # The image positions each call predicts: the n pairs', then tree levels 2..depth's.
-        predicted = range(self.start + self.committed + 1 - n_pending, self.start + self.committed + max(depth, 1))
+        first = self.pending_position
+        predicted = range(first + 1, first + n_pending + max(depth, 1))
+        self.pending_position += n_pending
         offsets = torch.arange(predicted.start, predicted.stop, device=device)  # (n + depth - 1,)
         above = None
         if self.net.fc_above is not None:  # the token above the one each pair predicts
@@ -148,7 +167,7 @@ class EagleDrafter(Drafter):
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         cfg = self.dynamic_tree
         depth = self.levels(state, cfg.depth, max_depth)
-        if not self.pending_tokens:  # a row's first pass: no feature has predicted its root yet
+        if not self.pending_tokens and not self._read_above(state):  # a row's stand-in root
             return DraftTree.root_only(root)
         proposal, out = self._catch_up(state, depth)
         if depth == 0:  # only the bonus token fits: the pairs are caught up, nothing is drafted

@@ -87,7 +87,7 @@ class StaticTreeDrafter(EagleDrafter):
 
     def propose(self, state: DecodeState, root: int, max_depth: int) -> DraftTree:
         depth = self.levels(state, self.depth, max_depth)
-        if not self.pending_tokens:  # a row's first pass: no feature has predicted its root yet
+        if not self.pending_tokens and not self._read_above(state):  # a row's stand-in root
             return DraftTree.root_only(root)
         proposal, out = self._catch_up(state, depth)  # out: (R, n, D)
         # path -> the drafter's feature at that node, (R, D)

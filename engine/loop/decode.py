@@ -55,6 +55,7 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
         slot_positions = torch.full((prefix,), PREFIX, dtype=torch.long)  # (committed,) raster index of each slot
         first = bound.walk(DraftTree.root_only(0), probs, _uniforms(generator, 1))
         wavefront.lanes[0].tokens.append(first.next_token)
+        state.predicting[0] = hidden[:, -1]  # (R, D)
         for lane in wavefront.lanes:
             lane.drafter.reset(_lane_state(state, wavefront, lane), hidden)
     yield _trace(0, Forest([DraftTree.root_only(first.next_token)], [Root(first.next_token, 0, True)]),
@@ -99,9 +100,13 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
                 if root.kept:
                     _owner(wavefront, root.position).fed += 1
             positions = []
-            for i, tree, result in zip(deciding, trees, results):
+            for i, tree, result, lane_kept, start in zip(deciding, trees, results, kept, forest.offsets):
                 lane = wavefront.lanes[i]
                 positions.append(lane.next_position)
+                # Kept node j's feature predicted the j-th new token: the next accepted draft, then the bonus.
+                features = verified.hidden[:, [start + node for node in lane_kept]]  # (R, L, D)
+                for j in range(len(lane_kept)):
+                    state.predicting[lane.next_position + j] = features[:, j]
                 lane.tokens.extend(_new_tokens(tree, result))
                 lane.fed = len(lane.tokens) - 1  # all but the token drawn last, the lane's next root
 
@@ -205,4 +210,5 @@ def _trace(step: int, forest: Forest, results: list[WalkResult], kept: list[list
         tree_roots=list(forest.offsets),
         tree_positions=forest.positions.numpy().copy(),
         stand_ins=[start for start, root in zip(forest.offsets, forest.roots) if not root.kept],
+        lanes=len(results),
     )
