@@ -129,7 +129,7 @@ def reference_probs(target, traces, class_id: int, sampling: SamplingConfig) -> 
     # Drafts copied from the left: the tiny Jacobi target's guesses then pass often enough to be kept.
     ("pjd", MethodOptions(row_window=2, window=4, sjd_init="left"), GREEDY),
     ("pjd", MethodOptions(row_window=3, window=4, sjd_init="left"), SAMPLING),
-    ("rows_lantern", MethodOptions(row_window=2, k=8), GREEDY),
+    ("rows_lantern", MethodOptions(row_window=1, k=8), GREEDY),
     ("rows_lantern", MethodOptions(row_window=2, k=8), SAMPLING),
 ], ids=["zipar-greedy", "zipar-sampling", "pjd-greedy", "pjd-sampling", "lantern-greedy", "lantern-sampling"])
 def test_multi_row_passes_match_a_reference_without_cache(tiny_accepting, jacobi_model, method, options, sampling,
@@ -157,3 +157,22 @@ def test_row_knobs_out_of_range_are_refused():
     for field, value in (("row_window", 0), ("rows_in_flight", 65)):
         with pytest.raises(InvalidInput, match=field.replace("_", " ")):
             MethodOptions(**{field: value})
+
+
+def test_judging_a_multi_row_pass_again_gives_its_verdicts(tiny_accepting):
+    """The what-if view's walk (engine.loop.rejudge) over a pass of several rows: at the decode's own
+    setting each row's tree is judged as the decode judged it, on the row's own slice of the draws."""
+    from engine.generation import stream
+    from engine.loop.rejudge import rejudge
+    from engine.methods import bound_rule
+
+    options = MethodOptions(row_window=1, k=8)
+    for sampling in (GREEDY, SAMPLING):
+        traces = list(stream(tiny_accepting, "rows_lantern", sampling, 1, options, keep_inputs=True))
+        rule = bound_rule(tiny_accepting, "rows_lantern", options, sampling)
+        assert any(t.lanes >= 2 and t.verdicts for t in traces[1:])  # rows drafting side by side
+        for trace in traces[1:]:
+            again = rejudge(trace, rule)
+            assert again.accepted_nodes == trace.accepted_nodes
+            assert [(v.node, v.token, v.accepted) for v in again.verdicts] == \
+                [(v.node, v.token, v.accepted) for v in trace.verdicts]

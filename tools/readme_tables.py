@@ -19,6 +19,7 @@ from app.backend.shipped import load_frontier, sweep_path
 from engine import fastest_inside_vanilla, inside_vanilla
 from engine.evaluation.speed import BASELINE, undrafted_speedup
 from engine.loading.embedded import ASSETS
+from engine.methods import methods_taking
 
 RESULTS = Path("results")
 SAMPLING_BENCH = RESULTS / "bench_sampling.json"
@@ -56,10 +57,13 @@ def run_conditions(config: dict) -> str:
     precision = config.get("precision", "float32")
     if config.get("large_products_in_bfloat16"):
         precision += f", products of {config['large_products_min_macs']:,} multiply-adds or more in bfloat16"
+    rows = ""
+    if set(config["methods"]) & set(methods_taking("row_window")):
+        rows = f"; rows in parallel with a window of {config['row_window']}, at most {config['rows_in_flight']} at once"
     return (f"*{config['n_images']} images, {mode}, CFG {config['cfg']:g}, seed {config['seed']}, {runs}; "
             f"LANTERN's delta {config['delta']:g} (k {config['k']}, {config['lantern_variant']} variant), "
-            f"COOL-SD's w {config['cool_w']:g}, the relaxed chains' drafts from top-p {config['draft_top_p']:g}; "
-            f"measured on {_cpu(config)}, {config['threads']} thread, {precision}.*")
+            f"COOL-SD's w {config['cool_w']:g}, the relaxed chains' drafts from top-p {config['draft_top_p']:g}"
+            f"{rows}; measured on {_cpu(config)}, {config['threads']} thread, {precision}.*")
 
 
 def headline_table(run: dict) -> str:
@@ -237,6 +241,9 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "sweep-greedy": _sweep(greedy=True),
     "frontier-sampling": _frontier(greedy=False),
     "frontier-greedy": _frontier(greedy=True),
+    "rows-sampling": lambda assets: headline_table(_load(assets / RESULTS / "bench_rows_sampling.json")),
+    "rows-greedy": lambda assets: headline_table(_load(assets / RESULTS / "bench_rows_greedy.json")),
+    "rows-greedy-w4": lambda assets: headline_table(_load(assets / RESULTS / "bench_rows_greedy_w4.json")),
 }
 
 

@@ -73,6 +73,7 @@ def cmd_bench(args) -> None:
                   "cool_w": options.cool_w, "draft_top_p": options.draft_top_p,
                   "static_tree": None if options.static_tree is None else [list(c) for c in options.static_tree],
                   "sjd_init": options.sjd_init,
+                  "row_window": options.row_window, "rows_in_flight": options.rows_in_flight,
                   "gsd": {"window": options.gsd_window, "p_gap": options.gsd_p_gap,
                           "distance": options.gsd_distance},
                   "tree": dataclasses.asdict(options.tree),

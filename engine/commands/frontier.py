@@ -44,6 +44,7 @@ DELTAS = (0.02, 0.05, 0.1, 0.2, 0.4)
 COOL_WS = (1.5, 2.0, 3.0, 4.0, 8.0)
 # Truncated drafts rarely reach the target's tail, so they stay within its quality further out.
 TRUNCATED_COOL_WS = (2.0, 4.0, 8.0, 12.0, 16.0)
+ROW_WINDOWS = (2, 4, 6, 8, 12)
 SERIES = (
     Series("LANTERN (official)", "lantern_static", "delta", DELTAS, {"lantern_variant": "official"}),
     Series("LANTERN (paper)", "lantern_static", "delta", DELTAS, {"lantern_variant": "paper"}),
@@ -53,6 +54,10 @@ SERIES = (
            {"lantern_variant": "official", "draft_top_p": 0.8}, sampling_only=True),
     Series("COOL-SD, drafts top-p 0.8", "cool_sd", "cool_w", TRUNCATED_COOL_WS, {"draft_top_p": 0.8},
            sampling_only=True),
+    # Rows in parallel, along ZipAR's window (the grid's 16 would be raster order).
+    Series("ZipAR", "zipar", "row_window", ROW_WINDOWS),
+    Series("LANTERN, rows in parallel", "rows_lantern", "row_window", ROW_WINDOWS,
+           {"lantern_variant": "official", "draft_top_p": 0.8}),
 )
 
 

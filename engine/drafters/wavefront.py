@@ -119,6 +119,19 @@ class Wavefront:
         above = self.lanes[index - 1]
         return Root(above.tokens[-1], lane.start - 1, kept=above.done and above.fed < len(above.tokens))
 
+    def decided(self, index: int, tokens: list[int]) -> int:
+        """Lane `index` decided `tokens` in a pass whose cache keeps all but the last (the lane's next
+        root); returns the raster index of the first."""
+        lane = self.lanes[index]
+        first = lane.next_position
+        lane.tokens.extend(tokens)
+        lane.fed = len(lane.tokens) - 1
+        return first
+
+    def cached(self, position: int) -> None:
+        """The token at raster index `position`, fed as a kept root, is in the cache now."""
+        next(lane for lane in self.lanes if lane.start <= position < lane.end).fed += 1
+
     def unfed_finished(self, deciding: list[int]) -> list[int]:
         """Finished lanes whose last token the cache lacks while a later lane is still to decide,
         and which no starting lane feeds as its root this pass."""

@@ -98,17 +98,14 @@ def decode(target: Target, drafter: Drafter, rule: Rule, sampling: SamplingConfi
             slot_positions = torch.cat([slot_positions, kept_positions])
             for root in forest.roots:
                 if root.kept:
-                    _owner(wavefront, root.position).fed += 1
+                    wavefront.cached(root.position)
             positions = []
             for i, tree, result, lane_kept, start in zip(deciding, trees, results, kept, forest.offsets):
-                lane = wavefront.lanes[i]
-                positions.append(lane.next_position)
+                positions.append(wavefront.decided(i, _new_tokens(tree, result)))
                 # Kept node j's feature predicted the j-th new token: the next accepted draft, then the bonus.
                 features = verified.hidden[:, [start + node for node in lane_kept]]  # (R, L, D)
                 for j in range(len(lane_kept)):
-                    state.predicting[lane.next_position + j] = features[:, j]
-                lane.tokens.extend(_new_tokens(tree, result))
-                lane.fed = len(lane.tokens) - 1  # all but the token drawn last, the lane's next root
+                    state.predicting[positions[-1] + j] = features[:, j]
 
             # 5. Let each lane's drafter see what the target kept.
             hidden_of = forest.split(verified.hidden.transpose(0, 1))  # per tree (N_t, R, D)
@@ -134,10 +131,6 @@ def _lane_state(state: DecodeState, wavefront: Wavefront, lane: Lane) -> DecodeS
     return replace(state, tokens=grid + [-1] * (lane.next_position - len(grid)), lane_start=lane.start)
 
 
-def _owner(wavefront: Wavefront, position: int) -> Lane:
-    return next(lane for lane in wavefront.lanes if lane.start <= position < lane.end)
-
-
 def _kept_entries(forest: Forest, kept: list[list[int]], committed: int) -> tuple[list[int], torch.Tensor]:
     """The cache slots to keep (kept roots and accepted nodes, lane by lane) and their raster indices."""
     slots: list[int] = []
@@ -151,8 +144,14 @@ def _kept_entries(forest: Forest, kept: list[list[int]], committed: int) -> tupl
 
 
 def _pass_inputs(trees: list[DraftTree], probs: np.ndarray, uniforms: list[np.ndarray]) -> PassInputs:
-    sampled = [tree.q_dists for tree in trees if tree.q_dists is not None]
-    q_dists = torch.cat(sampled).cpu().numpy() if len(sampled) == len(trees) else None
+    """What the pass's walks judged. A row's root-only tree among sampled ones (its first pass drafts
+    nothing) stands in its q rows with the uniform distribution: a root is never judged."""
+    q_dists = None
+    if any(tree.sampled for tree in trees):
+        vocab = probs.shape[1]
+        q_dists = torch.cat([tree.q_dists.cpu() if tree.q_dists is not None
+                             else torch.full((tree.size, vocab), 1.0 / vocab, dtype=torch.float64)
+                             for tree in trees]).numpy()  # (N, V)
     return PassInputs(probs, q_dists, np.concatenate(uniforms))
 
 
