@@ -175,3 +175,23 @@ def test_the_verify_cost_fit_recovers_a_known_line():
     assert a == pytest.approx(3.0) and b == pytest.approx(0.25)
     # One tree size gives no slope: the mean cost, flat.
     assert fit_verify_cost([_pass(2, 0, 0.0, ms, 0.0) for ms in (4.0, 6.0)]) == pytest.approx((5.0, 0.0))
+
+
+def test_a_frontier_grows_by_series_of_the_same_images_only():
+    from engine.commands.frontier import add_series
+
+    def frontier(labels, seed=0, accuracy=0.9, cpu=None):
+        config = {"n_images": 128, "speed_images": 16, "temperature": 1.0, "cfg": 4.0, "seed": seed}
+        if cpu:
+            config["cpu"] = cpu
+        return {"config": config, "vanilla": {"class_accuracy": accuracy, "fid_proxy_ci": [9.0, 17.5]},
+                "series": [{"label": label, "points": [label]} for label in labels]}
+
+    grown = add_series(frontier(["a", "b"]), frontier(["b", "c"], accuracy=0.9 + 1e-12, cpu="AMD EPYC"))
+    assert [s["label"] for s in grown["series"]] == ["a", "b", "c"]
+    assert [s.get("cpu") for s in grown["series"]] == [None, "AMD EPYC", "AMD EPYC"]
+    assert "cpu" not in grown["config"]  # the first run's CPU stays unnamed
+    with pytest.raises(InvalidInput, match="seed"):
+        add_series(frontier(["a"]), frontier(["c"], seed=1))
+    with pytest.raises(InvalidInput, match="vanilla's quality"):
+        add_series(frontier(["a"]), frontier(["c"], accuracy=0.8))

@@ -50,15 +50,18 @@ def test_lossless_methods_reproduce_vanilla_greedy(tiny_accepting, jacobi_model,
     assert_lossless(fast, vanilla, least)
 
 
-def test_lantern_with_zero_delta_equals_eagle2(tiny_with_drafters):
+def test_lantern_with_zero_delta_equals_eagle2(tiny_accepting):
     """On the same trees (ranked by draft probability: the rule-aware ranking differs between the
-    two rules even when their verdicts agree), delta 0 makes LANTERN's decisions the exact rule's."""
+    two rules even when their verdicts agree), delta 0 makes LANTERN's decisions the exact rule's:
+    with the trained drafter, whose drafts are accepted, the same drafts kept pass by pass."""
     tree = TreeConfig(score="draft")
     for temperature in (0.0, 1.0):
         sampling = SamplingConfig(temperature=temperature, seed=5)
-        exact = generate(tiny_with_drafters, "eagle2", sampling, 0, MethodOptions(tree=tree))
-        relaxed = generate(tiny_with_drafters, "lantern", sampling, 0, MethodOptions(delta=0.0, k=8, tree=tree))
+        exact = generate(tiny_accepting, "eagle2", sampling, 0, MethodOptions(tree=tree))
+        relaxed = generate(tiny_accepting, "lantern", sampling, 0, MethodOptions(delta=0.0, k=8, tree=tree))
         assert np.array_equal(exact.tokens, relaxed.tokens)
+        assert [t.accepted_nodes for t in exact.traces] == [t.accepted_nodes for t in relaxed.traces]
+        assert sum(len(t.accepted_nodes) for t in exact.traces) >= 3
 
 
 @pytest.mark.parametrize("method", ["medusa", "relaxed_sjd", "lantern"])

@@ -134,7 +134,7 @@ def cmd_chain_cost(args) -> None:
 def cmd_frontier(args) -> None:
     from tqdm import tqdm
 
-    from engine.commands.frontier import run_frontier, series_for
+    from engine.commands.frontier import add_series, run_frontier, series_for
     from engine.evaluation.quality import fastest_inside_vanilla
 
     check_count("n-images", args.n_images)
@@ -155,6 +155,8 @@ def cmd_frontier(args) -> None:
     if best is not None:
         print(f"fastest inside vanilla's intervals: {best[0]['label']}, {best[0]['knob']} "
               f"{best[1][best[0]['knob']]:g}, {best[1]['speedup']:.2f}x")
+    if args.add_to:
+        frontier = add_series(json.loads(Path(args.add_to).read_text()), frontier)
     Path(args.json or "frontier.json").write_text(json.dumps(frontier, indent=2))
 
 
@@ -228,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     frontier.add_argument("--speed-images", type=int, default=32,
                           help="images a point whose time is compared with vanilla's, interleaved (at most --n-images)")
     frontier.add_argument("--json", default=None, help="write the frontier here (default frontier.json)")
+    frontier.add_argument("--add-to", default=None,
+                          help="a frontier file of the same images: write it with these series added (or replaced)")
     add_decoding_arguments(frontier, temperature=1.0)
     frontier.set_defaults(run=cmd_frontier)
     return parser

@@ -11,6 +11,7 @@ that a few dozen ratios already pin down.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,3 +110,30 @@ def run_frontier(model: ImageModel, sampling: SamplingConfig, n_images: int, bas
                        "cfg": sampling.cfg_scale, "seed": sampling.seed, "tree": dataclasses.asdict(base.tree),
                        "cpu": cpu_model()},
             "vanilla": {key: reference[key] for key in SWEEP_FIELDS}, "series": out}
+
+
+SAME_IMAGES = ("n_images", "speed_images", "temperature", "cfg", "seed")  # what makes two frontiers' images one set
+
+
+def add_series(existing: dict, new: dict) -> dict:
+    """`existing` with `new`'s series added (a series of the same label replaced): a frontier grown run
+    by run. Both must be of the same images, so vanilla's reference is one: the same count, mode, CFG,
+    seed and speed images, and vanilla's quality equal. Each added series records the CPU it ran on."""
+    differing = [key for key in SAME_IMAGES if existing["config"].get(key) != new["config"].get(key)]
+    if differing:
+        raise InvalidInput(f"the frontiers differ in {', '.join(differing)}; allowed: runs of the same images")
+    if not _close(existing["vanilla"], new["vanilla"]):
+        raise InvalidInput("vanilla's quality differs between the frontiers; allowed: runs of the same images")
+    labels = {item["label"] for item in new["series"]}
+    added = [{**item, "cpu": new["config"].get("cpu")} for item in new["series"]]
+    return {**existing, "series": [s for s in existing["series"] if s["label"] not in labels] + added}
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+    return a == b
