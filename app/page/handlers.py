@@ -358,13 +358,17 @@ def on_load(runtime: Runtime, delta: float, k: int, temperature: float, methods:
     first.counters = [text.waiting_html(runtime.warm_error or waiting)] * PANELS
     first.tradeoff_plot, first.tradeoff_note = tradeoff(delta, k, temperature, methods)
     yield first.flatten()
-    for count, preview in enumerate(previews(runtime.first_run.progress(timeout=300, interval=MIN_UPDATE_S))):
-        # The menus name what the panels run from the first preview on, as they do after a Run.
-        menus = {"methods": panel_values(runtime.first_run.methods, gr.skip())} if count == 0 else {}
+    previewed = False
+    for preview in previews(runtime.first_run.progress(timeout=300, interval=MIN_UPDATE_S)):
+        # The menus name what the panels run from the first preview on, as they do after a Run, and
+        # only then: a choice made since (the counters may already say done) is the user's.
+        menus = {} if previewed else {"methods": panel_values(runtime.first_run.methods, gr.skip())}
+        previewed = True
         yield LoadOutputs(**vars(preview), **menus).flatten()
     state = runtime.cached_run(timeout=300)
     if state is None:
         yield LoadOutputs(counters=[text.waiting_html(runtime.warm_error or "Press Run to start.")] * PANELS).flatten()
         return
     final = final_outputs(runtime, state)
-    yield LoadOutputs(**vars(final), methods=panel_values([lane.method for lane in state.lanes], gr.skip())).flatten()
+    menus = {} if previewed else {"methods": panel_values([lane.method for lane in state.lanes], gr.skip())}
+    yield LoadOutputs(**vars(final), **menus).flatten()

@@ -155,9 +155,10 @@ def cmd_frontier(args) -> None:
     if best is not None:
         print(f"fastest inside vanilla's intervals: {best[0]['label']}, {best[0]['knob']} "
               f"{best[1][best[0]['knob']]:g}, {best[1]['speedup']:.2f}x")
-    if args.add_to:
-        frontier = add_series(json.loads(Path(args.add_to).read_text()), frontier)
     Path(args.json or "frontier.json").write_text(json.dumps(frontier, indent=2))
+    if args.add_to:
+        grown = add_series(json.loads(Path(args.add_to).read_text()), frontier)
+        Path(args.add_to).write_text(json.dumps(grown, indent=2))
 
 
 def cmd_samples(args) -> None:
@@ -231,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="images a point whose time is compared with vanilla's, interleaved (at most --n-images)")
     frontier.add_argument("--json", default=None, help="write the frontier here (default frontier.json)")
     frontier.add_argument("--add-to", default=None,
-                          help="a frontier file of the same images: write it with these series added (or replaced)")
+                          help="a frontier file of the same images: add these series to it (or replace them there)")
     add_decoding_arguments(frontier, temperature=1.0)
     frontier.set_defaults(run=cmd_frontier)
     return parser
