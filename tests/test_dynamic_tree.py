@@ -43,21 +43,25 @@ def test_tree_settings_are_checked():
         TreeConfig(min_score=1.5)
 
 
-def _trees(model, options: MethodOptions, method: str, temperature: float) -> list[tuple]:
+def _trees(model, options: MethodOptions, method: str, temperature: float) -> tuple[list[tuple], int]:
+    """Each pass's tree, and the drafts accepted over the decode."""
     sampling = SamplingConfig(temperature=temperature, seed=3, cfg_scale=2.0)
     traces = generate(model, method, sampling, 1, options).traces[1:]
-    return [(t.tree_tokens.tolist(), t.tree_parents.tolist()) for t in traces]
+    return ([(t.tree_tokens.tolist(), t.tree_parents.tolist()) for t in traces],
+            sum(len(t.accepted_nodes) for t in traces))
 
 
 @pytest.mark.parametrize("method,temperature", [("eagle2", 0.0), ("lantern", 0.0), ("lantern", 1.0)])
-def test_pruning_the_frontier_leaves_the_tree_unchanged(tiny_eagle, monkeypatch, method, temperature):
+def test_pruning_the_frontier_leaves_the_tree_unchanged(tiny_accepting, monkeypatch, method, temperature):
     """Without a min score, expanding only the frontier nodes that can still enter the selection
-    gives the trees that expanding every frontier node gives."""
+    gives the trees that expanding every frontier node gives: with the trained drafter, whose drafts
+    are accepted, so that later trees grow from accepted paths."""
     options = MethodOptions(k=4, tree=TreeConfig(depth=5, top_k=3, total_tokens=6, min_score=0.0))
-    pruned = _trees(tiny_eagle, options, method, temperature)
+    pruned, accepted = _trees(tiny_accepting, options, method, temperature)
+    assert accepted >= 3
     monkeypatch.setattr(EagleDrafter, "_promising",
                         staticmethod(lambda scores, frontier, budget, least: list(range(len(frontier)))))
-    assert _trees(tiny_eagle, options, method, temperature) == pruned
+    assert _trees(tiny_accepting, options, method, temperature)[0] == pruned
 
 
 def test_a_min_score_stops_growth_where_acceptance_is_unlikely(tiny_eagle):
