@@ -241,6 +241,7 @@ TABLES: dict[str, Callable[[Path], str]] = {
     "sweep-greedy": _sweep(greedy=True),
     "frontier-sampling": _frontier(greedy=False),
     "frontier-greedy": _frontier(greedy=True),
+    "rows-sampling": lambda assets: headline_table(_load(assets / RESULTS / "bench_rows_sampling.json")),
     "rows-sampling-w4": lambda assets: headline_table(_load(assets / RESULTS / "bench_rows_sampling_w4.json")),
     "rows-greedy": lambda assets: headline_table(_load(assets / RESULTS / "bench_rows_greedy.json")),
     "frontier-rows-sampling": lambda assets: frontier_table(_load(assets / "sweeps" / "frontier_rows_sampling.json"),
