@@ -48,7 +48,9 @@ def test_a_frontier_is_measured_point_by_point_and_read_back(tiny_eagle, tmp_pat
     assert shipped.load_frontier(greedy=False, assets=tmp_path)["series"][1]["knob"] == "delta"
     assert shipped.load_frontier(greedy=True, assets=tmp_path) is None
     figure, caption = frontier_view.frontier_chart(1.0, tmp_path)
-    assert figure is not None and "COOL-SD" in caption and "2 images" in caption
+    assert figure is not None and "2 images" in caption
+    best = fastest_inside_vanilla(frontier)  # which series is fastest depends on the timing
+    assert best is None or best[0]["label"] in caption
     menu = figure.layout.updatemenus[0]
     assert [b.label for b in menu.buttons][0] == "class accuracy" and len(menu.buttons) >= 3
     traces = len(figure.data) // len(menu.buttons)
