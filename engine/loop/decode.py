@@ -182,7 +182,9 @@ def _trace(step: int, forest: Forest, results: list[WalkResult], kept: list[list
     verdicts, accepted, new_tokens, new_positions, from_draft, entropies = [], [], [], [], [], []
     for start, tree, result, nodes, p, position in zip(forest.offsets, forest.trees, results, kept,
                                                        tree_probs, first_positions):
-        verdicts += [replace(v, node=v.node + start) for v in result.verdicts]
+        for verdict in result.verdicts:  # the walk's own records: renumbered over the pass's trees in place
+            verdict.node += start
+        verdicts += result.verdicts
         accepted += [start + node for node in result.accepted_nodes]
         tokens = _new_tokens(tree, result)
         new_tokens += tokens
