@@ -12,11 +12,12 @@ What a program needs, importable from `engine` itself:
 
 `stream` yields a step's trace after every target pass; `METHODS` lists every decoding method with
 the options it reads; `speedup`, `pass_split` and `undrafted_speedup` are the benchmark's measures of
-speed, `inside_vanilla` its test of quality; `rejudge` walks a stored step again under another rule.
+speed, `inside_vanilla` its test of quality (against a frontier series' `reference_of`); `rejudge`
+walks a stored step again under another rule.
 """
 from engine.core.config import InvalidInput, SamplingConfig, TreeConfig
 from engine.core.trace import PassInputs, StepTrace, Verdict, mean_accepted_length
-from engine.evaluation.quality import QUALITY_MEASURES, fastest_inside_vanilla, inside_vanilla
+from engine.evaluation.quality import QUALITY_MEASURES, fastest_inside_vanilla, inside_vanilla, reference_of
 from engine.evaluation.speed import BASELINE, median_speedup, pass_split, speedup, undrafted_speedup
 from engine.generation import Generation, generate, stream, tokens_to_image
 from engine.loading.image_model import ImageModel
@@ -29,6 +30,6 @@ __all__ = [
     "Generation", "ImageModel", "InvalidInput", "LoadedModel", "Method", "MethodOptions", "PassInputs",
     "SamplingConfig", "StepTrace", "TreeConfig", "Verdict",
     "bound_rule", "fastest_inside_vanilla", "for_mode", "generate", "get_method", "inside_vanilla", "load_model",
-    "mean_accepted_length", "median_speedup", "pass_split", "rejudge", "speedup", "stream", "tokens_to_image",
-    "undrafted_speedup",
+    "mean_accepted_length", "median_speedup", "pass_split", "reference_of", "rejudge", "speedup", "stream",
+    "tokens_to_image", "undrafted_speedup",
 ]

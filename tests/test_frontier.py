@@ -7,7 +7,7 @@ import pytest
 
 from app.backend import shipped
 from app.backend.request import ALTERNATIVE_RELAXED, RELAXED_DEFAULTS, CompareRequest
-from app.views import frontier_view, text
+from app.views import frontier_view, plots, text
 from engine.commands.frontier import SERIES, Series, run_frontier, series_for
 from engine.core.config import InvalidInput, SamplingConfig
 from engine.evaluation.quality import fastest_inside_vanilla, inside_vanilla
@@ -195,5 +195,36 @@ def test_a_frontier_grows_by_series_of_the_same_images_only():
     assert "cpu" not in grown["config"]  # the first run's CPU stays unnamed
     with pytest.raises(InvalidInput, match="seed"):
         add_series(frontier(["a"]), frontier(["c"], seed=1))
-    with pytest.raises(InvalidInput, match="vanilla's quality"):
+    with pytest.raises(InvalidInput, match="vanilla's quality differs and the new run names no CPU"):
         add_series(frontier(["a"]), frontier(["c"], accuracy=0.8))
+
+
+def test_a_series_from_another_cpu_is_judged_against_that_cpus_vanilla(tmp_path):
+    from engine.commands.frontier import add_series
+
+    config = {"n_images": 128, "speed_images": 16, "temperature": 1.0, "cfg": 4.0, "seed": 0,
+              "tree": {"depth": 16}}
+    here = {"class_accuracy": 0.92, "class_accuracy_ci": [0.86, 0.96]}
+    there = {"class_accuracy": 0.95, "class_accuracy_ci": [0.90, 0.97]}
+    point = {"row_window": 8.0, "speedup": 2.0, "mal": 1.9, "class_accuracy": 0.88}  # inside here's interval only
+    existing = {"config": config, "vanilla": here,
+                "series": [{"label": "COOL-SD", "knob": "cool_w", "points": [{**point, "cool_w": 4.0,
+                                                                               "speedup": 1.4}]}]}
+    new = {"config": {**config, "cpu": "AMD EPYC", "tree": {"depth": 6}}, "vanilla": there,
+           "series": [{"label": "ZipAR", "knob": "row_window", "points": [point]}]}
+    grown = add_series(existing, new)
+    added = grown["series"][1]
+    assert added["vanilla"] == there and added["cpu"] == "AMD EPYC" and added["tree"] == {"depth": 6}
+    assert "vanilla" not in grown["series"][0] and grown["vanilla"] == here
+    # ZipAR's 0.88 is inside the first CPU's interval but not its own: the faster point does not count.
+    series, best = fastest_inside_vanilla(grown)
+    assert series["label"] == "COOL-SD" and best["speedup"] == 1.4
+    figure = plots.frontier_figure(grown, "frontier")
+    dashed = [shape for shape in figure.layout.shapes if shape.line.dash == "dash"]
+    assert [(shape.y0, shape.y1) for shape in dashed] == [(0.90, 0.97)]
+    assert [trace.line.dash for trace in figure.data] == ["solid", "dash"]
+    path = shipped.frontier_path(greedy=False, assets=tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps(grown))
+    _, caption = frontier_view.frontier_chart(1.0, tmp_path)
+    assert "Dashed: ZipAR, run on AMD EPYC" in caption

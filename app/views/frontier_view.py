@@ -32,6 +32,13 @@ def frontier_chart(temperature: float, assets: Path = ASSETS) -> tuple:
                f"{config.get('cfg', 4):g}): each line is one rule moved along its knob, each point "
                f"{config.get('n_images', '?')} images against vanilla on the same images; bars are 95 % intervals "
                "and the grey band vanilla's own. The menu picks the quality measure.")
+    elsewhere = {s["cpu"]: [] for s in frontier["series"] if "vanilla" in s}
+    for series in frontier["series"]:
+        if "vanilla" in series:
+            elsewhere[series["cpu"]].append(series["label"])
+    for cpu, labels in elsewhere.items():
+        caption += (f" Dashed: {', '.join(labels)}, run on {cpu}, whose vanilla draws other samples from the "
+                    "same seeds; they are judged against that vanilla, the dashed band.")
     best = fastest_inside_vanilla(frontier)
     if best is not None:
         series, point = best

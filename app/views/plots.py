@@ -10,7 +10,8 @@ from app.views.detail import TokenDetail
 from engine.core.trace import StepTrace
 
 PANEL_COLOURS = ("#6b7a99", "#3d8bfd", "#f5a623")  # one per panel, left to right
-FRONTIER_COLOURS = ("#f5a623", "#c2410c", "#3d8bfd", "#2ec478", "#a855f7", "#0f766e")  # one per frontier series
+FRONTIER_COLOURS = ("#f5a623", "#c2410c", "#3d8bfd", "#2ec478", "#a855f7", "#0f766e",
+                    "#db2777", "#64748b")  # one per frontier series
 MAX_TICKS = 8  # per axis of the accepted-length plot: more crowd a third of the page's width
 ACCEPTED, REJECTED, UNTESTED, ROOT = "#2ec478", "#e5484d", "#c9ced8", "#6b7a99"
 # Plotly's toolbar (the modebar) lies over a figure's top right corner: on hover with a mouse, but
@@ -233,7 +234,8 @@ def nearest_point(points: Sequence[dict], delta: float, k: int) -> dict | None:
 
 def frontier_figure(frontier: dict, title: str) -> go.Figure:
     """Speed-up against one quality measure per relaxed rule, a line along each rule's knob, with
-    95 % intervals; vanilla's interval is the grey band. A menu switches the measure."""
+    95 % intervals; vanilla's interval is the grey band. A series run on another CPU is dashed and judged
+    against that CPU's vanilla, the dashed band. A menu switches the measure."""
     from engine import QUALITY_MEASURES
 
     fig = go.Figure()
@@ -244,21 +246,31 @@ def frontier_figure(frontier: dict, title: str) -> go.Figure:
         for number, series in enumerate(frontier["series"]):
             shown = [p for p in series["points"] if p.get(key) is not None]
             knob = series["knob"]
+            elsewhere = f" (on {series.get('cpu')}, against its vanilla)" if "vanilla" in series else ""
             fig.add_trace(go.Scatter(
                 x=[p["speedup"] for p in shown], y=[p[key] for p in shown], mode="lines+markers",
                 name=series["label"], legendgroup=series["label"], showlegend=index == 0, visible=index == 0,
-                line=dict(color=FRONTIER_COLOURS[number % len(FRONTIER_COLOURS)], width=1.5),
+                line=dict(color=FRONTIER_COLOURS[number % len(FRONTIER_COLOURS)], width=1.5,
+                          dash="dash" if elsewhere else "solid"),
                 error_y=_error_bars(shown, key, interval),
-                text=[f"{series['label']}: {knob} {p[knob]:g}, {p['speedup']:.2f}x, MAL {p['mal']:.2f}, "
+                text=[f"{series['label']}{elsewhere}: {knob} {p[knob]:g}, {p['speedup']:.2f}x, MAL {p['mal']:.2f}, "
                       f"{name} {p[key]:.3f}" for p in shown], hoverinfo="text"))
     traces_per_measure = len(frontier["series"])
+    # Each other CPU's vanilla once, however many series ran there.
+    elsewhere_vanillas = list({s.get("cpu"): s["vanilla"] for s in frontier["series"] if "vanilla" in s}.values())
 
     def band(key: str, interval: str) -> list[dict]:
-        if vanilla.get(interval) is None:
-            return []
-        low, high = vanilla[interval]
-        return [dict(type="rect", xref="paper", x0=0, x1=1, y0=low, y1=high, fillcolor="rgba(120,120,120,0.18)",
-                     line=dict(width=0), layer="below")]
+        shapes = []
+        if vanilla.get(interval) is not None:
+            low, high = vanilla[interval]
+            shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, y0=low, y1=high,
+                               fillcolor="rgba(120,120,120,0.18)", line=dict(width=0), layer="below"))
+        for other in elsewhere_vanillas:
+            if other.get(interval) is not None:
+                low, high = other[interval]
+                shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, y0=low, y1=high, layer="below",
+                                   fillcolor="rgba(0,0,0,0)", line=dict(width=1, dash="dash", color="#777")))
+        return shapes
 
     buttons = [dict(label=name, method="update",
                     args=[{"visible": [i // traces_per_measure == index for i in range(len(fig.data))]},

@@ -117,15 +117,21 @@ SAME_IMAGES = ("n_images", "speed_images", "temperature", "cfg", "seed")  # what
 
 def add_series(existing: dict, new: dict) -> dict:
     """`existing` with `new`'s series added (a series of the same label replaced): a frontier grown run
-    by run. Both must be of the same images, so vanilla's reference is one: the same count, mode, CFG,
-    seed and speed images, and vanilla's quality equal. Each added series records the CPU it ran on."""
+    by run. Both must be of the same images: the same count, mode, CFG, seed and speed images. Each added
+    series records the CPU it ran on; where vanilla's quality differs (another CPU's arithmetic draws
+    other samples from the same seeds) it also keeps its own vanilla, which judges it; where the tree
+    differs, its tree."""
     differing = [key for key in SAME_IMAGES if existing["config"].get(key) != new["config"].get(key)]
     if differing:
         raise InvalidInput(f"the frontiers differ in {', '.join(differing)}; allowed: runs of the same images")
-    if not _close(existing["vanilla"], new["vanilla"]):
-        raise InvalidInput("vanilla's quality differs between the frontiers; allowed: runs of the same images")
+    own = {} if _close(existing["vanilla"], new["vanilla"]) else {"vanilla": new["vanilla"]}
+    if own and not new["config"].get("cpu"):
+        raise InvalidInput("vanilla's quality differs and the new run names no CPU; allowed: a run of the "
+                           "same images on the same CPU, or one that names its CPU")
+    if new["config"].get("tree") != existing["config"].get("tree"):
+        own["tree"] = new["config"].get("tree")  # the drafts' tree of the run it came from
     labels = {item["label"] for item in new["series"]}
-    added = [{**item, "cpu": new["config"].get("cpu")} for item in new["series"]]
+    added = [{**item, "cpu": new["config"].get("cpu"), **own} for item in new["series"]]
     return {**existing, "series": [s for s in existing["series"] if s["label"] not in labels] + added}
 
 

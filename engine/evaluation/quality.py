@@ -147,7 +147,14 @@ def inside_vanilla(point: dict, vanilla: dict) -> bool:
     return True
 
 
+def reference_of(frontier: dict, series: dict) -> dict:
+    """The vanilla a series is judged against: its own where it ran on another CPU (whose vanilla draws
+    other samples from the same seeds, so other quality), else the frontier's."""
+    return series.get("vanilla") or frontier["vanilla"]
+
+
 def fastest_inside_vanilla(frontier: dict) -> tuple[dict, dict] | None:
-    """(series, point) of the largest speed-up whose quality stays inside vanilla's intervals."""
-    candidates = [(s, p) for s in frontier["series"] for p in s["points"] if inside_vanilla(p, frontier["vanilla"])]
+    """(series, point) of the largest speed-up whose quality stays inside its vanilla's intervals."""
+    candidates = [(s, p) for s in frontier["series"] for p in s["points"]
+                  if inside_vanilla(p, reference_of(frontier, s))]
     return max(candidates, key=lambda pair: pair[1]["speedup"], default=None)
