@@ -183,3 +183,35 @@ def test_greedy_cool_sd_at_w_one_draws_vanillas_picture_token_for_token(tiny_acc
     relaxed = generate(tiny_accepting, "cool_sd", greedy, 1, MethodOptions(cool_w=6.0))
     assert_lossless(exact, vanilla, 7)
     assert relaxed.mean_accepted_length >= exact.mean_accepted_length
+
+
+def test_known_answers_at_one_depths_weight():
+    """Hand-worked: with a horizon of one depth the weight is the strength itself, w = 2 exactly."""
+    rule = AnnealedRule(2.0, 1)
+    assert rule.weights.tolist() == [2.0]
+    p = np.array([0.5, 0.25, 0.25])
+    sampled, greedy = rule.bind(SAMPLING), rule.bind(GREEDY)
+    # A deterministic draft (q(x) = 1): min(1, 2 x 0.25 / 1) = 0.5, judged before any depth is picked.
+    assert sampled.test(p, 1, None, 0.4999).accept_prob == 0.5 and not sampled.test(p, 1, None, 0.5).accepted
+    # A draft its drafter gave no mass is never accepted.
+    never = sampled.test(p, 1, np.array([1.0, 0.0, 0.0]), 0.0)
+    assert never.accept_prob == 0.0 and not never.accepted
+    # Greedy: w p(x) = 2 x 0.25 reaches the largest p, 0.5, exactly: accepted; 0.2 x 2 falls short.
+    assert greedy.test(p, 1, None, 0.0).accepted
+    assert not greedy.test(np.array([0.5, 0.2, 0.3]), 1, None, 0.0).accepted
+
+
+def test_a_rule_at_one_depth_hands_on_the_weight_of_any_other():
+    rule = AnnealedRule(2.0, 4)
+    w = rule.weights
+    p, q = np.array([0.125, 0.25, 0.5, 0.125]), np.array([0.5, 0.25, 0.125, 0.125])
+    bound = rule.bind(SAMPLING)
+    assert bound.test(p, 0, q, 0.99).accept_prob == pytest.approx(w[0] * 0.125 / 0.5)
+    assert bound.at_depth(2).at_depth(3).test(p, 0, q, 0.99).accept_prob == pytest.approx(w[2] * 0.125 / 0.5)
+    assert bound.at_depth(3).at_depth(9).test(p, 0, q, 0.99).accept_prob == pytest.approx(w[3] * 0.125 / 0.5)
+
+
+def test_one_step_output_is_p_when_the_drafter_is_the_target():
+    """Everything drafted is accepted (q = p, w >= 1): nothing is left for the residual, which is empty."""
+    p = np.array([0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(one_step_output(p, p.copy(), 1.5), p)

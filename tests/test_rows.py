@@ -161,18 +161,22 @@ def test_row_knobs_out_of_range_are_refused():
 
 def test_judging_a_multi_row_pass_again_gives_its_verdicts(tiny_accepting):
     """The what-if view's walk (engine.loop.rejudge) over a pass of several rows: at the decode's own
-    setting each row's tree is judged as the decode judged it, on the row's own slice of the draws."""
+    setting each row's tree is judged as the decode judged it, on the row's own slice of the draws, so
+    that each row's walk also ends on the token the decode drew there."""
     from engine.generation import stream
-    from engine.loop.rejudge import rejudge
+    from engine.loop.rejudge import rejudge, rejudge_rows
     from engine.methods import bound_rule
 
     options = MethodOptions(row_window=1, k=8)
-    for sampling in (GREEDY, SAMPLING):
-        traces = list(stream(tiny_accepting, "rows_lantern", sampling, 1, options, keep_inputs=True))
+    for sampling in (GREEDY, SamplingConfig(temperature=1.0, seed=0)):
+        traces = list(stream(tiny_accepting, "rows_lantern", sampling, 0, options, keep_inputs=True))
         rule = bound_rule(tiny_accepting, "rows_lantern", options, sampling)
         assert any(t.lanes >= 2 and t.verdicts for t in traces[1:])  # rows drafting side by side
+        assert sampling.greedy or max(t.lanes for t in traces) >= 3
         for trace in traces[1:]:
             again = rejudge(trace, rule)
             assert again.accepted_nodes == trace.accepted_nodes
             assert [(v.node, v.token, v.accepted) for v in again.verdicts] == \
                 [(v.node, v.token, v.accepted) for v in trace.verdicts]
+            drawn = [token for token, from_draft in zip(trace.new_tokens, trace.bonus_from_draft) if not from_draft]
+            assert [walk.next_token for walk in rejudge_rows(trace, rule)] == drawn
