@@ -83,7 +83,10 @@ def test_a_text_model_shows_the_prompt_box_and_compares_from_a_prompt(weights_di
     assert state.model.class_names == (prompt,)
     vanilla, eagle2, _ = state.lanes
     assert all(lane.done for lane in state.lanes)
-    assert eagle2.tokens.tolist() == vanilla.tokens.tolist()  # lossless, greedy
+    # This drafter's weights are random, so none of its drafts pass (measured: 0) and each of EAGLE-2's
+    # tokens is the target's greedy choice: vanilla's picture, through the app's text-model path.
+    # Greedy losslessness with drafts accepted: tests/test_speculative.py and tests/test_shipped.py.
+    assert eagle2.tokens.tolist() == vanilla.tokens.tolist()
 
 
 def test_a_slow_download_does_not_hold_up_users_of_another_model(tiny_model):

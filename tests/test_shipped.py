@@ -97,7 +97,8 @@ def test_shipped_model_generates_reproducibly():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16-matmul"])
 def test_greedy_eagle2_on_the_shipped_model_is_vanilla_token_for_token(dtype):
     """On the 16-layer model, near-ties come early: with bfloat16 products and float32 attention
-    these two pictures part from vanilla at tokens 18 and 7."""
+    these two pictures part from vanilla at tokens 18 and 7. The trained drafter's drafts are accepted
+    (measured: 142 to 160 of each picture's 256 tokens), so the accepted path is what is checked."""
     from engine.core.config import SamplingConfig
     from engine.generation import generate
     from engine.loading.load import load_model
@@ -107,6 +108,7 @@ def test_greedy_eagle2_on_the_shipped_model_is_vanilla_token_for_token(dtype):
         vanilla = generate(model, "vanilla", SamplingConfig(temperature=0.0), class_id)
         eagle2 = generate(model, "eagle2", SamplingConfig(temperature=0.0), class_id)
         assert np.array_equal(vanilla.tokens, eagle2.tokens), f"class {class_id}"
+        assert sum(len(t.accepted_nodes) for t in eagle2.traces) >= 100
 
 
 MARKED_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
