@@ -37,7 +37,7 @@ def frontier_chart(temperature: float, assets: Path = ASSETS) -> tuple:
         if "vanilla" in series:
             elsewhere[series["cpu"]].append(series["label"])
     for cpu, labels in elsewhere.items():
-        caption += (f" Dashed: {', '.join(labels)}, run on {cpu}, whose vanilla draws other samples from the "
+        caption += (f" Dashed: {'; '.join(labels)}, run on {cpu}, whose vanilla draws other samples from the "
                     "same seeds; they are judged against that vanilla, the dashed band.")
     best = fastest_inside_vanilla(frontier)
     if best is not None:

@@ -59,6 +59,10 @@ SERIES = (
     Series("ZipAR", "zipar", "row_window", ROW_WINDOWS),
     Series("LANTERN, rows in parallel", "rows_lantern", "row_window", ROW_WINDOWS,
            {"lantern_variant": "official", "draft_top_p": 0.8}),
+    # COOL-SD at the sampling frontier's point inside vanilla's intervals, in each row.
+    Series("COOL-SD, rows in parallel", "rows_cool_sd", "row_window", ROW_WINDOWS,
+           {"cool_w": 4.0, "draft_top_p": 0.8}),
+    Series("PJD", "pjd", "row_window", ROW_WINDOWS),
 )
 
 
