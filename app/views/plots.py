@@ -11,7 +11,7 @@ from engine.core.trace import StepTrace
 
 PANEL_COLOURS = ("#6b7a99", "#3d8bfd", "#f5a623")  # one per panel, left to right
 FRONTIER_COLOURS = ("#f5a623", "#c2410c", "#3d8bfd", "#2ec478", "#a855f7", "#0f766e",
-                    "#db2777", "#64748b", "#854d0e", "#0891b2")  # one per frontier series
+                    "#db2777", "#64748b", "#854d0e", "#0891b2", "#65a30d", "#1e3a8a")  # one per frontier series
 MAX_TICKS = 8  # per axis of the accepted-length plot: more crowd a third of the page's width
 ACCEPTED, REJECTED, UNTESTED, ROOT = "#2ec478", "#e5484d", "#c9ced8", "#6b7a99"
 # Plotly's toolbar (the modebar) lies over a figure's top right corner: on hover with a mouse, but

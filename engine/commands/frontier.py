@@ -63,6 +63,10 @@ SERIES = (
     Series("COOL-SD, rows in parallel", "rows_cool_sd", "row_window", ROW_WINDOWS,
            {"cool_w": 4.0, "draft_top_p": 0.8}),
     Series("PJD", "pjd", "row_window", ROW_WINDOWS),
+    # The other two row-parallel knobs: how many rows may run at once (ZipAR at window 2, where up to
+    # eight could), and how many guesses PJD's Jacobi window holds in each row (its window 8).
+    Series("ZipAR (rows in flight)", "zipar", "rows_in_flight", (2, 3, 4, 6, 8), {"row_window": 2}),
+    Series("PJD (Jacobi window)", "pjd", "window", (2, 4, 8, 12, 16)),
 )
 
 
