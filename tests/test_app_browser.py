@@ -336,6 +336,11 @@ def _menu(page, index: int) -> str:
     return page.evaluate(f"document.querySelector('#method-{index} input').value")
 
 
+# A click's event waits in Gradio's queue behind the page's start-up comparison, which on a loaded
+# two-core machine takes tens of seconds.
+QUEUED_EVENT_MS = 60_000
+
+
 def test_the_menus_name_what_runs_and_cool_sd_is_one_click_away(page_url, browser):
     url, _ = page_url
     page = browser.new_page(viewport={"width": 1600, "height": 1200})
@@ -343,16 +348,17 @@ def test_the_menus_name_what_runs_and_cool_sd_is_one_click_away(page_url, browse
     page.wait_for_selector("#swap-relaxed")
     assert [_menu(page, i) for i in range(3)] == ["Vanilla", "EAGLE-2", "LANTERN (static tree)"]  # sampling
     page.click("#swap-relaxed")
-    page.wait_for_function("document.querySelector('#method-2 input').value === 'COOL-SD'", timeout=10_000)
-    page.wait_for_function("document.querySelector('#swap-relaxed').innerText.includes('LANTERN')", timeout=10_000)
+    page.wait_for_function("document.querySelector('#method-2 input').value === 'COOL-SD'", timeout=QUEUED_EVENT_MS)
+    page.wait_for_function("document.querySelector('#swap-relaxed').innerText.includes('LANTERN')",
+                           timeout=QUEUED_EVENT_MS)
     page.click("#swap-relaxed")
     page.wait_for_function("document.querySelector('#method-2 input').value === 'LANTERN (static tree)'",
-                           timeout=10_000)
+                           timeout=QUEUED_EVENT_MS)
     # Choosing LANTERN while sampling shows the method that will run.
     page.locator("#method-2 input").click()
     page.get_by_role("option", name="LANTERN", exact=True).click()
     page.wait_for_function("document.querySelector('#method-2 input').value === 'LANTERN (static tree)'",
-                           timeout=10_000)
+                           timeout=QUEUED_EVENT_MS)
     page.close()
 
 
